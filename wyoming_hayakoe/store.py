@@ -86,8 +86,8 @@ def find_bert(data_dirs: Sequence[Path]) -> BertFiles:
         tok = data_dir / TOKENIZER_DIR
         if onnx.is_file() and all((tok / f).is_file() for f in TOKENIZER_FILES):
             return BertFiles(onnx=onnx, tokenizer_dir=tok)
-    missing = [f"{BERT_DIR}/{BERT_FILE}"] + [f"{TOKENIZER_DIR}/{f}" for f in TOKENIZER_FILES]
-    raise MissingModelFiles("The shared BERT model", missing, data_dirs)
+    required = [f"{BERT_DIR}/{BERT_FILE}"] + [f"{TOKENIZER_DIR}/{f}" for f in TOKENIZER_FILES]
+    raise MissingModelFiles("The shared BERT model", _absent(data_dirs, required), data_dirs)
 
 
 def voice_files_in(folder: Path, name: str) -> VoiceFiles | None:
@@ -116,8 +116,16 @@ def find_voice(data_dirs: Sequence[Path], name: str) -> VoiceFiles:
         if found is not None:
             return found
     prefix = f"{SPEAKERS_DIR}/{name}"
-    missing = [f"{prefix}/{VOICE_CONFIG_FILE}", f"{prefix}/{STYLE_VECTORS_FILE}", f"{prefix}/{SYNTHESIZER_FILES[0]}"]
-    raise MissingModelFiles(f"Voice {name!r}", missing, data_dirs, voice=name)
+    required = [f"{prefix}/{VOICE_CONFIG_FILE}", f"{prefix}/{STYLE_VECTORS_FILE}"]
+    if not any((d / prefix / f).is_file() for d in data_dirs[:1] for f in SYNTHESIZER_FILES):
+        required.append(f"{prefix}/{SYNTHESIZER_FILES[0]}")
+    raise MissingModelFiles(f"Voice {name!r}", _absent(data_dirs, required), data_dirs, voice=name)
+
+
+def _absent(data_dirs: Sequence[Path], required: Sequence[str]) -> list[str]:
+    """Those of `required` (hub paths) the first data dir lacks."""
+    first = data_dirs[0] if data_dirs else None
+    return [path for path in required if first is None or not (first / path).is_file()]
 
 
 def installed_voices(data_dirs: Iterable[Path]) -> list[str]:

@@ -1,0 +1,40 @@
+"""Shared fixtures: tiny stand-in models built once and cached under .cache/."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / ".cache" / "standin"
+sys.path.insert(0, str(ROOT))
+
+# hayakoe (the oracle) and transformers would otherwise look for the hub.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+STANDIN_VOICES = ("standin-a", "standin-b")
+
+
+def cached_standin(name: str, **kwargs) -> Path:
+    """Build a stand-in data dir once; later sessions reuse it (build() writes atomically)."""
+    from tools.standin_models import build
+
+    out = CACHE / name
+    if not (out / "standin.json").is_file():
+        build(out, **kwargs)
+    return out
+
+
+@pytest.fixture(scope="session")
+def standin_dir() -> Path:
+    """Tiny stand-in: shared BERT + two voices with duration predictors."""
+    return cached_standin("tiny-seed0", size="tiny", speakers=STANDIN_VOICES, seed=0)
+
+
+@pytest.fixture(scope="session")
+def bert_tokenizer_dir(standin_dir: Path) -> Path:
+    return standin_dir / "bert" / "tokenizer"

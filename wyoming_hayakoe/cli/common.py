@@ -1,0 +1,57 @@
+"""Pieces the console scripts share."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Callable, NoReturn
+
+from ..engine.settings import SynthesisSettings
+
+
+def add_synthesis_arguments(parser: argparse.ArgumentParser) -> None:
+    """--style and the model knobs, with hayakoe's defaults."""
+    defaults = SynthesisSettings()
+    parser.add_argument("--style", default=defaults.style, help="Style (emotion) of the voice (default: %(default)s)")
+    parser.add_argument("--style-weight", type=float, default=defaults.style_weight, help="How strongly the style is applied, 0-2 (default: %(default)s)")
+    parser.add_argument("--length-scale", type=float, default=defaults.length_scale, help="Speaking slowness: >1 slower, <1 faster (default: %(default)s)")
+    parser.add_argument("--noise-scale", type=float, default=defaults.noise_scale, help="Voice variation (default: %(default)s)")
+    parser.add_argument("--noise-w-scale", type=float, default=defaults.noise_w_scale, help="Rhythm variation (default: %(default)s)")
+    parser.add_argument("--sdp-ratio", type=float, default=defaults.sdp_ratio, help="Stochastic vs. deterministic duration mix, 0-1 (default: %(default)s)")
+
+
+def settings_from(args: argparse.Namespace) -> SynthesisSettings:
+    return SynthesisSettings(
+        style=args.style,
+        style_weight=args.style_weight,
+        length_scale=args.length_scale,
+        noise_scale=args.noise_scale,
+        noise_w_scale=args.noise_w_scale,
+        sdp_ratio=args.sdp_ratio,
+    )
+
+
+def add_data_dir_argument(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    parser.add_argument(
+        "--data-dir", type=Path, action="append", required=required, default=None,
+        help="Directory with models in the hub layout (repeatable; first match wins)",
+    )
+
+
+def setup_logging(debug: bool, fmt: str = logging.BASIC_FORMAT) -> None:
+    logging.basicConfig(level=logging.DEBUG if debug else logging.INFO, format=fmt, stream=sys.stderr)
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(code)
+
+
+def run_cli(main: Callable[[], int]) -> NoReturn:
+    """Exit with main()'s code; a Ctrl-C ends quietly."""
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,83 @@
+"""Fetch voices from the Hugging Face hub into a data dir that mirrors the repo."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from .store import DEFAULT_REPO, MissingModelFiles, download_patterns, find_bert, find_voice
+
+_LOGGER = logging.getLogger(__name__)
+
+
+class DownloadFailed(RuntimeError):
+    """The hub could not be reached or did not have the voice."""
+
+
+def download_voices(voices: Sequence[str], data_dir: Path, repo: str = DEFAULT_REPO, revision: str | None = None) -> None:
+    """Download the BERT, tokenizer and `voices` into `data_dir` (hub layout).
+
+    huggingface_hub writes each file to a temporary name and renames it when
+    complete, resumes interrupted transfers and skips files already current,
+    so a cut connection never leaves a half-written model behind.
+    """
+    from huggingface_hub import snapshot_download
+
+    patterns = sorted({p for voice in voices for p in download_patterns(voice)})
+    data_dir.mkdir(parents=True, exist_ok=True)
+    _LOGGER.info("Downloading %s from %s into %s", ", ".join(voices), repo, data_dir)
+    try:
+        snapshot_download(repo_id=repo, revision=revision, local_dir=data_dir, allow_patterns=patterns)
+    except _download_errors() as err:
+        if not _hub_said_no(err) and _complete(voices, data_dir) is None:
+            _LOGGER.warning("Could not check %s for updates (%s); the installed files are complete", repo, err)
+            return
+        raise DownloadFailed(
+            f"Could not download from the Hugging Face repo {repo}: {err}\n{_complete(voices, data_dir)}"
+        ) from err
+    missing = _complete(voices, data_dir)
+    if missing is not None:
+        raise DownloadFailed(f"The repo {repo} (revision {revision or 'main'}) did not provide everything.\n{missing}")
+
+
+def _download_errors() -> tuple[type[BaseException], ...]:
+    """What snapshot_download raises when the hub cannot be reached or a transfer fails.
+
+    huggingface_hub lets its HTTP client's transport errors (a connection cut
+    mid-file, a read timeout) through unwrapped; those are not OSErrors with
+    httpx / httpx2 (huggingface_hub >= 1.0), unlike requests' (< 1.0).
+    """
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled
+
+    errors: list[type[BaseException]] = [LocalEntryNotFoundError, OfflineModeIsEnabled, HfHubHTTPError, OSError]
+    for client in ("httpx2", "httpx"):
+        module = sys.modules.get(client)  # only the one huggingface_hub imported
+        if module is not None:
+            errors.append(module.HTTPError)
+    return tuple(errors)
+
+
+def _hub_said_no(err: BaseException) -> bool:
+    """The hub answered that the repo or revision does not exist (or is not ours to read)."""
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+
+    return isinstance(err, (RepositoryNotFoundError, RevisionNotFoundError, GatedRepoError))
+
+
+def _complete(voices: Sequence[str], data_dir: Path) -> MissingModelFiles | None:
+    """None when the BERT and every voice are complete in `data_dir`, else all that is missing."""
+    missing: list[str] = []
+    try:
+        find_bert([data_dir])
+    except MissingModelFiles as err:
+        missing += err.missing
+    for voice in voices:
+        try:
+            find_voice([data_dir], voice)
+        except MissingModelFiles as err:
+            missing += err.missing
+    if not missing:
+        return None
+    return MissingModelFiles("Model files", missing, [data_dir], voice=" --voice ".join(voices))
