@@ -1,0 +1,169 @@
+"""The engine: text in, 16-bit PCM out, one sentence at a time."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from ..store import find_bert, find_voice, installed_voices
+from ..text import Frontend, split_sentences
+from .bert import BertEncoder
+from .pauses import BoundaryPause, gap_samples, trailing_silence
+from .settings import SynthesisSettings
+from .voice import Voice
+
+_LOGGER = logging.getLogger(__name__)
+
+# BERT attention grows with the square of the length: beyond these, hayakoe's
+# whole-text passes would take seconds and gigabytes, so we bound them.
+MAX_SENTENCE_CHARS = 300
+MAX_PAUSE_TEXT_CHARS = 1000
+_SOFT_BREAKS = "、，,　 ・：:；;"
+
+
+def bounded_sentences(sentences: list[str], limit: int = MAX_SENTENCE_CHARS) -> list[str]:
+    """Cut runaway sentences at the last comma or space before `limit` characters (hard cut if none)."""
+    out: list[str] = []
+    for sentence in sentences:
+        while len(sentence) > limit:
+            cut = max(sentence.rfind(c, 0, limit) for c in _SOFT_BREAKS) + 1
+            if cut < limit // 2:
+                cut = limit
+            out.append(sentence[:cut])
+            sentence = sentence[cut:]
+        if sentence:
+            out.append(sentence)
+    return out
+
+
+class UnknownVoice(KeyError):
+    """A voice that is not loaded."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown voice"
+
+
+def to_pcm16(audio: np.ndarray) -> np.ndarray:
+    """float ±1 → int16, clipping instead of wrapping."""
+    return (np.clip(audio, -1.0, 1.0) * 32767).astype(np.int16)
+
+
+class Engine:
+    """Loads the shared BERT and voices once; `synthesize` is then cheap to call.
+
+    Heavy work (sessions, tokenizer, first inference) happens in the
+    constructor and `warm_up`, so the first request pays no load cost.
+    """
+
+    def __init__(self, data_dirs: Sequence[Path], voices: Sequence[str] | None = None, threads: int | None = None) -> None:
+        self.data_dirs = [Path(d) for d in data_dirs]
+        self.threads = threads
+        self.bert = BertEncoder(find_bert(self.data_dirs), threads)
+        _LOGGER.info("Loaded BERT from %s", self.bert.files.onnx)
+        self._frontends: dict[bool, Frontend] = {}
+        names = list(voices) if voices else installed_voices(self.data_dirs)
+        self.voices: dict[str, Voice] = {}
+        for name in dict.fromkeys(names):
+            self.load_voice(name)
+
+    def load_voice(self, name: str) -> Voice:
+        """Load (or return the already loaded) voice `name` from the data dirs."""
+        if name not in self.voices:
+            self.voices[name] = Voice(find_voice(self.data_dirs, name), self._frontend_for, self.threads)
+        return self.voices[name]
+
+    def _frontend_for(self, add_blank: bool) -> Frontend:
+        if add_blank not in self._frontends:
+            self._frontends[add_blank] = Frontend(self.bert.tokenizer, add_blank=add_blank)
+        return self._frontends[add_blank]
+
+    def voice(self, name: str) -> Voice:
+        try:
+            return self.voices[name]
+        except KeyError:
+            raise UnknownVoice(f"Unknown voice {name!r}; loaded: {', '.join(self.voices) or 'none'}") from None
+
+    def warm_up(self) -> None:
+        """Run every voice once so ORT's lazy initialisation happens before the first request."""
+        for voice in self.voices.values():
+            for _ in self.synthesize("準備。完了", voice.name, SynthesisSettings(style=voice.styles[0])):
+                pass
+
+    def render_sentence(self, voice: Voice, sentence: str, settings: SynthesisSettings) -> Iterator[np.ndarray]:
+        """float audio for one sentence, in pieces: frontend → BERT → synthesizer."""
+        phonemes = voice.frontend.phonemize(sentence)
+        return voice.render(phonemes, self.bert.features(phonemes), settings)
+
+    def boundary_pauses(self, voice: Voice, text: str, sentences: int, settings: SynthesisSettings) -> BoundaryPause:
+        """Pauses at the sentence boundaries of `text`, from one duration-predictor pass over all of it."""
+        if sentences <= 1 or voice.duration_predictor is None:
+            return BoundaryPause()
+        phonemes = voice.frontend.phonemize(text)
+        durations = voice.predict_durations(phonemes, self.bert.features(phonemes), settings)
+        return BoundaryPause.from_durations(
+            durations, phonemes.phone_ids, sentences - 1, voice.config.hop_length, voice.sample_rate
+        )
+
+    def synthesize(self, text: str, voice_name: str, settings: SynthesisSettings | None = None) -> Iterator[np.ndarray]:
+        """int16 audio in pieces as they are decoded; a sentence's first piece starts with the pause before it.
+
+        Pauses come from one duration-predictor pass over the whole text, as
+        in hayakoe; it runs after the first sentence is out, so it never
+        delays the first audio. Very long texts and sentences are bounded
+        (see MAX_SENTENCE_CHARS): pauses there come from boundary windows.
+        """
+        utterance = self.utterance(voice_name, settings)
+        sentences = split_sentences(text)
+        if len(sentences) == 1:
+            sentences = [text]  # hayakoe reads a one-sentence text unsplit
+        bounded = bounded_sentences(sentences)
+        whole_text_pauses = len(text) <= MAX_PAUSE_TEXT_CHARS and len(bounded) == len(sentences)
+        pauses: BoundaryPause | None = None
+        for index, sentence in enumerate(bounded):
+            if index == 1 and whole_text_pauses:
+                pauses = self.boundary_pauses(utterance.voice, text, len(bounded), utterance.settings)
+            yield from utterance.speak(sentence, pauses.target(index - 1) if pauses else None)
+
+    def utterance(self, voice_name: str, settings: SynthesisSettings | None = None) -> "Utterance":
+        """A request's sentences, spoken one after another (checks voice and style up front)."""
+        voice = self.voice(voice_name)
+        settings = settings or SynthesisSettings()
+        voice.style_vector(settings.style, settings.style_weight)
+        return Utterance(self, voice, settings)
+
+
+class Utterance:
+    """The sentences of one request in order, with the right silence between them.
+
+    When the caller does not know the pause (text still streaming in), it is
+    predicted from a duration-predictor pass over the previous and the
+    current sentence, a window that spans the boundary.
+    """
+
+    def __init__(self, engine: Engine, voice: Voice, settings: SynthesisSettings) -> None:
+        self.engine = engine
+        self.voice = voice
+        self.settings = settings
+        self._previous_text: str | None = None
+        self._previous_audio: np.ndarray | None = None
+
+    def speak(self, sentence: str, pause: float | None = None) -> Iterator[np.ndarray]:
+        """int16 audio of `sentence` in pieces, the first preceded by the pause after the previous sentence."""
+        pieces: list[np.ndarray] = []
+        for piece in self.engine.render_sentence(self.voice, sentence, self.settings):
+            out = piece
+            if not pieces and self._previous_audio is not None:
+                out = np.concatenate([np.zeros(self._silence_before(sentence, pause), dtype=np.float32), piece])
+            pieces.append(piece)
+            yield to_pcm16(out)
+        self._previous_text = sentence
+        self._previous_audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
+
+    def _silence_before(self, sentence: str, pause: float | None) -> int:
+        if pause is None:
+            window = self._previous_text + sentence
+            pause = self.engine.boundary_pauses(self.voice, window, 2, self.settings).target(0)
+        return gap_samples(trailing_silence(self._previous_audio, self.voice.sample_rate), pause, self.voice.sample_rate)

@@ -1,0 +1,67 @@
+"""Cut a synthesizer in two so audio can start before a sentence is decoded.
+
+The HiFi-GAN decoder takes most of the synthesis time. Splitting the graph
+at its input gives a front (text encoder, duration predictors, flow → the
+latent z and speaker embedding g) and a decoder (z, g → audio) that can run
+on slices of z. The cut is found through the decoder's `conv_pre` and `cond`
+convolutions, by node scope or initializer name, so both our stand-ins'
+naming and other exporters' (e.g. `/net_g/dec/...`) are recognised.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+from onnx.utils import Extractor
+
+_LOGGER = logging.getLogger(__name__)
+
+_DECODER_INPUT = re.compile(r"(^|[/.])dec[/.]conv_pre([/.]|$)")
+_DECODER_COND = re.compile(r"(^|[/.])dec[/.]cond([/.]|$)")
+
+
+@dataclass(frozen=True)
+class SplitSynthesizer:
+    """Serialized front and decoder models and the names of the tensors between them."""
+
+    front: bytes
+    decoder: bytes
+    latent: str
+    speaker: str
+
+
+def _conv_input(graph: onnx.GraphProto, pattern: re.Pattern[str]) -> str | None:
+    for node in graph.node:
+        if node.op_type != "Conv" or len(node.input) < 2:
+            continue
+        if pattern.search(node.name) or pattern.search(node.input[1]):
+            return node.input[0]
+    return None
+
+
+def split_synthesizer(path: Path) -> SplitSynthesizer | None:
+    """The front/decoder pair of the synthesizer at `path`, or None when it cannot be cut cleanly."""
+    model = onnx.load(str(path))  # external data, if any, is read from beside the file
+    graph = model.graph
+    latent = _conv_input(graph, _DECODER_INPUT)
+    speaker = _conv_input(graph, _DECODER_COND)
+    outputs = [o.name for o in graph.output]
+    if latent is None or speaker is None or "audio" not in outputs:
+        _LOGGER.warning("%s: decoder input not found; audio comes per sentence", path)
+        return None
+    known = {v.name for v in graph.value_info}
+    for name in (latent, speaker):
+        if name not in known:  # the extractor needs a declaration; the shapes stay dynamic
+            graph.value_info.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
+    try:
+        extractor = Extractor(model)
+        front = extractor.extract_model([i.name for i in graph.input], [latent, speaker] + [o for o in outputs if o != "audio"])
+        decoder = extractor.extract_model([latent, speaker], ["audio"])
+    except Exception as err:  # a graph whose audio depends on more than z and g
+        _LOGGER.warning("%s: cannot split the synthesizer (%s); audio comes per sentence", path, err)
+        return None
+    return SplitSynthesizer(front.SerializeToString(), decoder.SerializeToString(), latent, speaker)

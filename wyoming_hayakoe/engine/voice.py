@@ -1,0 +1,157 @@
+"""One voice: its config, style vectors, synthesizer and duration predictor."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from ..store import VoiceFiles
+from ..text import Frontend, Phonemes
+from .onnx import open_session
+from .settings import SynthesisSettings
+from .split import split_synthesizer
+
+_LOGGER = logging.getLogger(__name__)
+
+
+class UnknownStyle(ValueError):
+    """A style the voice does not have."""
+
+
+@dataclass(frozen=True)
+class VoiceConfig:
+    """The parts of a Style-Bert-VITS2 config.json the ONNX path reads."""
+
+    sample_rate: int
+    hop_length: int
+    add_blank: bool
+    jp_extra: bool
+    style_ids: dict[str, int]
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> "VoiceConfig":
+        data = raw.get("data", {})
+        styles = data.get("style2id") or {str(i): i for i in range(int(data.get("num_styles", 1)))}
+        return cls(
+            sample_rate=int(data["sampling_rate"]),
+            hop_length=int(data["hop_length"]),
+            add_blank=bool(data.get("add_blank", True)),
+            jp_extra=str(raw.get("version", "")).endswith("JP-Extra"),
+            style_ids={str(k): int(v) for k, v in styles.items()},
+        )
+
+
+def _scalar(value: float) -> np.ndarray:
+    return np.array([value], dtype=np.float32)
+
+
+# Decoding z in slices: each slice sees this many frames of z on either side,
+# enough for the decoder's receptive field up to float rounding (> 100 dB SNR).
+DECODE_CONTEXT_FRAMES = 8
+# A small first slice gets audio out early; later slices are long so the
+# context overhead stays small.
+DECODE_FIRST_FRAMES = (12, 36)
+DECODE_MAX_FRAMES = 240
+
+
+def decode_plan(frames: int) -> list[tuple[int, int]]:
+    """[start, end) frame ranges covering `frames`: small ones first, then even ones up to the max."""
+    ranges: list[tuple[int, int]] = []
+    start = 0
+    for size in DECODE_FIRST_FRAMES:
+        if frames - start <= size:
+            break
+        ranges.append((start, start + size))
+        start += size
+    rest = frames - start
+    if rest > 0:
+        pieces = -(-rest // DECODE_MAX_FRAMES)
+        bounds = [start + rest * i // pieces for i in range(pieces + 1)]
+        ranges += list(zip(bounds[:-1], bounds[1:]))
+    return ranges
+
+
+class Voice:
+    """A loaded voice; `render` turns one phonemized sentence into float audio."""
+
+    def __init__(
+        self, files: VoiceFiles, frontend_for: Callable[[bool], Frontend], threads: int | None = None, chunked: bool = True
+    ) -> None:
+        self.name = files.name
+        self.files = files
+        self.config = VoiceConfig.from_json(json.loads(files.config.read_text(encoding="utf-8")))
+        if not self.config.jp_extra:
+            raise ValueError(f"Voice {self.name!r} is not a JP-Extra model; only JP-Extra voices are supported")
+        self.style_vectors = np.load(files.style_vectors).astype(np.float32)
+        self.frontend = frontend_for(self.config.add_blank)
+        split = split_synthesizer(files.synthesizer) if chunked else None
+        self.decoder = open_session(split.decoder, threads) if split else None
+        self.synthesizer = open_session(split.front if split else files.synthesizer, threads)
+        self._latent, self._speaker = (split.latent, split.speaker) if split else ("", "")
+        del split  # the serialized models are large; the sessions hold what they need
+        self.duration_predictor = (
+            open_session(files.duration_predictor, threads) if files.duration_predictor else None
+        )
+        _LOGGER.info(
+            "Loaded voice %s from %s (styles: %s%s)",
+            self.name,
+            files.folder,
+            ", ".join(self.styles),
+            "" if self.duration_predictor else "; no duration predictor, fixed 80 ms pauses",
+        )
+
+    @property
+    def styles(self) -> list[str]:
+        return list(self.config.style_ids)
+
+    @property
+    def sample_rate(self) -> int:
+        return self.config.sample_rate
+
+    def style_vector(self, style: str, weight: float) -> np.ndarray:
+        """The mean style moved towards `style` by `weight`, as hayakoe does."""
+        row = self.config.style_ids.get(style)
+        if row is None:
+            raise UnknownStyle(f"Voice {self.name!r} has no style {style!r}; styles: {', '.join(self.styles)}")
+        mean = self.style_vectors[0]
+        return mean + (self.style_vectors[row] - mean) * weight
+
+    def _inputs(self, phonemes: Phonemes, bert: np.ndarray, settings: SynthesisSettings) -> dict[str, np.ndarray]:
+        return {
+            "x": phonemes.phone_ids[np.newaxis, :],
+            "x_lengths": np.array([len(phonemes.phone_ids)], dtype=np.int64),
+            "sid": np.zeros(1, dtype=np.int64),  # single-speaker models, as hayakoe,
+            "tone": phonemes.tones[np.newaxis, :],
+            "language": phonemes.languages[np.newaxis, :],
+            "bert": bert[np.newaxis, :, :],
+            "style_vec": self.style_vector(settings.style, settings.style_weight)[np.newaxis, :].astype(np.float32),
+            "length_scale": _scalar(settings.length_scale),
+            "noise_scale_w": _scalar(settings.noise_w_scale),
+            "sdp_ratio": _scalar(settings.sdp_ratio),
+        }
+
+    def render(self, phonemes: Phonemes, bert: np.ndarray, settings: SynthesisSettings) -> Iterator[np.ndarray]:
+        """float32 mono audio in ±1 for one sentence, in pieces as the decoder makes them."""
+        inputs = self._inputs(phonemes, bert, settings)
+        inputs["noise_scale"] = _scalar(settings.noise_scale)
+        if self.decoder is None:
+            yield self.synthesizer.run(["audio"], inputs)[0].reshape(-1)
+            return
+        latent, speaker = self.synthesizer.run([self._latent, self._speaker], inputs)
+        hop = self.config.hop_length
+        frames = latent.shape[2]
+        for start, end in decode_plan(frames):
+            low = max(0, start - DECODE_CONTEXT_FRAMES)
+            high = min(frames, end + DECODE_CONTEXT_FRAMES)
+            audio = self.decoder.run(["audio"], {self._latent: latent[:, :, low:high], self._speaker: speaker})[0]
+            yield audio.reshape(-1)[(start - low) * hop : (end - low) * hop]
+
+    def predict_durations(self, phonemes: Phonemes, bert: np.ndarray, settings: SynthesisSettings) -> np.ndarray | None:
+        """Frames per phone from the duration predictor, or None if the voice has none."""
+        if self.duration_predictor is None:
+            return None
+        return self.duration_predictor.run(["durations"], self._inputs(phonemes, bert, settings))[0][0]
