@@ -1,0 +1,147 @@
+"""Engine behaviour a user relies on: chunked audio equals whole-sentence audio, clear errors, no torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+
+from wyoming_hayakoe.engine.engine import Engine, UnknownVoice, bounded_sentences
+from wyoming_hayakoe.engine.settings import InvalidSettings, SynthesisSettings
+from wyoming_hayakoe.engine.voice import DECODE_MAX_FRAMES, UnknownStyle, Voice, decode_plan
+from wyoming_hayakoe.store import InvalidVoiceName, MissingModelFiles
+
+VOICE = "standin-a"
+QUIET = SynthesisSettings(noise_scale=0.0, noise_w_scale=0.0)
+LONG = "今日の東京は晴れのち曇り、最高気温は二十三度の予想ですが、午後から風が強くなるので、お出かけの際は十分にお気をつけください。"
+
+
+@pytest.fixture(scope="module")
+def engine(standin_dir: Path) -> Engine:
+    return Engine([standin_dir], voices=[VOICE])
+
+
+def snr(reference: np.ndarray, test: np.ndarray) -> float:
+    return float(10 * np.log10(np.sum(reference.astype(np.float64) ** 2) / max(np.sum((reference - test) ** 2), 1e-30)))
+
+
+@pytest.mark.parametrize("frames", [1, 12, 13, 48, 49, 300, 1000])
+def test_decode_plan_covers_every_frame_once(frames: int) -> None:
+    plan = decode_plan(frames)
+    assert plan[0][0] == 0 and plan[-1][1] == frames
+    assert all(a[1] == b[0] for a, b in zip(plan, plan[1:]))
+    assert plan[0][1] - plan[0][0] <= 12
+    assert all(end - start <= DECODE_MAX_FRAMES for start, end in plan)
+
+
+@pytest.mark.parametrize("text", ["はい。", LONG, "明日の朝七時にアラームをセットしました。"])
+def test_chunked_decoding_equals_the_whole_model(engine: Engine, text: str) -> None:
+    voice = engine.voice(VOICE)
+    whole = Voice(voice.files, engine._frontend_for, chunked=False)
+    phonemes = voice.frontend.phonemize(text)
+    bert = engine.bert.features(phonemes)
+    pieces = list(voice.render(phonemes, bert, QUIET))
+    reference = np.concatenate(list(whole.render(phonemes, bert, QUIET)))
+    chunked = np.concatenate(pieces)
+    assert voice.decoder is not None and whole.decoder is None
+    assert len(chunked) == len(reference)
+    assert snr(reference, chunked) >= 100.0
+    if text == LONG:
+        assert len(pieces) >= 3
+        assert len(pieces[0]) <= 12 * voice.config.hop_length  # audio starts before the sentence is decoded
+
+
+def test_synthesize_yields_pcm_with_pauses(engine: Engine) -> None:
+    pieces = list(engine.synthesize("はい。そうです。", VOICE, QUIET))
+    assert all(p.dtype == np.int16 for p in pieces)
+    audio = np.concatenate(pieces)
+    assert np.abs(audio).max() > 1000  # not silent
+    assert np.abs(audio).max() < 32767  # not clipped
+    one = np.concatenate(list(engine.synthesize("はい。", VOICE, QUIET)))
+    two = np.concatenate(list(engine.synthesize("そうです。", VOICE, QUIET)))
+    assert len(audio) >= len(one) + len(two)  # joined after each other, nothing cut or overlapped
+
+
+def test_empty_text_gives_no_audio(engine: Engine) -> None:
+    assert list(engine.synthesize("", VOICE)) == []
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        (lambda e: list(e.synthesize("はい", "nobody")), UnknownVoice),
+        (lambda e: list(e.synthesize("はい", VOICE, SynthesisSettings(style="Sleepy"))), UnknownStyle),
+        (lambda e: SynthesisSettings(length_scale=0), InvalidSettings),
+        (lambda e: SynthesisSettings(sdp_ratio=float("nan")), InvalidSettings),
+    ],
+)
+def test_bad_requests_raise_clear_errors(engine: Engine, call, error) -> None:
+    with pytest.raises(error) as raised:
+        call(engine)
+    assert str(raised.value)
+
+
+def test_missing_models_say_what_to_download(tmp_path: Path) -> None:
+    with pytest.raises(MissingModelFiles) as raised:
+        Engine([tmp_path], voices=["jvnv-F1-jp"])
+    assert "onnx/bert/q8/bert_q8.onnx" in str(raised.value)
+    assert "wyoming-hayakoe-download" in str(raised.value)
+
+
+def test_path_like_voice_names_are_refused(standin_dir: Path) -> None:
+    for name in ["../standin-a", "/etc", "standin-a/../../x", "..", ""]:
+        with pytest.raises(InvalidVoiceName):
+            Engine([standin_dir], voices=[name])
+
+
+def test_runaway_sentences_are_cut_at_a_comma() -> None:
+    sentence = "あ" * 250 + "、" + "い" * 250
+    pieces = bounded_sentences([sentence], limit=300)
+    assert "".join(pieces) == sentence
+    assert pieces[0].endswith("、") and all(len(p) <= 300 for p in pieces)
+
+
+def run_speak(standin_dir: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "wyoming_hayakoe.cli.speak", "--data-dir", str(standin_dir), *args]
+    return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=300)
+
+
+def test_speak_cli_writes_a_wav_without_torch(standin_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.wav"
+    done = run_speak(standin_dir, "--voice", VOICE, "--style", "Happy", "--noise-scale", "0",
+                     "--output", str(out), stdin="こんにちは。今日はいい天気ですね。")
+    assert done.returncode == 0, done.stderr
+    audio, rate = soundfile.read(out, dtype="int16")
+    info = soundfile.info(out)
+    assert (rate, info.channels, info.subtype) == (44100, 1, "PCM_16")
+    assert 0.5 < len(audio) / rate < 10 and np.abs(audio).max() > 1000
+    probe = subprocess.run(
+        [sys.executable, "-c", "import sys, runpy; sys.argv=['speak', '--data-dir', sys.argv[1], '--voice', 'standin-a', "
+         "'--text', 'はい', '--output', sys.argv[2]]\ntry: runpy.run_module('wyoming_hayakoe.cli.speak', run_name='__main__')\n"
+         "except SystemExit: pass\nprint(sorted(m for m in ('torch', 'hayakoe') if m in sys.modules))",
+         str(standin_dir), str(tmp_path / "probe.wav")],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert probe.stdout.strip().endswith("[]"), probe.stdout + probe.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--voice", "nobody", "--text", "はい"], "Voice 'nobody' not found"),
+        (["--voice", VOICE, "--style", "Sleepy", "--text", "はい"], "Neutral"),
+        (["--voice", "../etc", "--text", "はい"], "Invalid voice name"),
+        (["--voice", VOICE, "--length-scale", "-1", "--text", "はい"], "length_scale"),
+        (["--voice", VOICE, "--text", "   "], "no text"),
+    ],
+)
+def test_speak_cli_errors_are_clear(standin_dir: Path, tmp_path: Path, args: list[str], message: str) -> None:
+    done = run_speak(standin_dir, *args, "--output", str(tmp_path / "x.wav"))
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "x.wav").exists()
