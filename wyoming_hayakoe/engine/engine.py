@@ -10,6 +10,7 @@ import numpy as np
 
 from ..store import find_bert, find_voice, installed_voices
 from ..text import Frontend, split_sentences
+from ..text.readings import HomeAssistantReader
 from .bert import BertEncoder
 from .pauses import BoundaryPause, gap_samples, trailing_silence
 from .settings import SynthesisSettings
@@ -58,9 +59,18 @@ class Engine:
     constructor and `warm_up`, so the first request pays no load cost.
     """
 
-    def __init__(self, data_dirs: Sequence[Path], voices: Sequence[str] | None = None, threads: int | None = None) -> None:
+    def __init__(
+        self,
+        data_dirs: Sequence[Path],
+        voices: Sequence[str] | None = None,
+        threads: int | None = None,
+        keep_words: Sequence[str] = (),
+    ) -> None:
+        """`keep_words`: Latin surfaces of the user dictionary, left for OpenJTalk to read."""
         self.data_dirs = [Path(d) for d in data_dirs]
         self.threads = threads
+        self.reader = HomeAssistantReader(keep_words)
+        self._keep_words = [w.replace(" ", "") for w in keep_words]
         self.bert = BertEncoder(find_bert(self.data_dirs), threads)
         _LOGGER.info("Loaded BERT from %s", self.bert.files.onnx)
         self._frontends: dict[bool, Frontend] = {}
@@ -77,7 +87,7 @@ class Engine:
 
     def _frontend_for(self, add_blank: bool) -> Frontend:
         if add_blank not in self._frontends:
-            self._frontends[add_blank] = Frontend(self.bert.tokenizer, add_blank=add_blank)
+            self._frontends[add_blank] = Frontend(self.bert.tokenizer, add_blank=add_blank, keep_words=self._keep_words)
         return self._frontends[add_blank]
 
     def voice(self, name: str) -> Voice:
@@ -110,12 +120,15 @@ class Engine:
     def synthesize(self, text: str, voice_name: str, settings: SynthesisSettings | None = None) -> Iterator[np.ndarray]:
         """int16 audio in pieces as they are decoded; a sentence's first piece starts with the pause before it.
 
-        Pauses come from one duration-predictor pass over the whole text, as
+        Home Assistant's text (numbers with units, English names, markdown)
+        is first rewritten into plain Japanese; plain Japanese passes
+        unchanged into the hayakoe-compatible frontend. Pauses come from one duration-predictor pass over the whole text, as
         in hayakoe; it runs after the first sentence is out, so it never
         delays the first audio. Very long texts and sentences are bounded
         (see MAX_SENTENCE_CHARS): pauses there come from boundary windows.
         """
         utterance = self.utterance(voice_name, settings)
+        text = self.reader.rewrite(text)
         sentences = split_sentences(text)
         if len(sentences) == 1:
             sentences = [text]  # hayakoe reads a one-sentence text unsplit

@@ -1,0 +1,471 @@
+"""The Home Assistant text rewrite: corpus, every rule, streaming, conformance.
+
+The corpus ``tests/data/ha_corpus.tsv`` holds real-style Home Assistant
+utterances with the reading a Japanese speaker gives them; the expected
+readings were written by a reviewer, not copied from the code.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from wyoming_hayakoe.text.normalize import normalize_text
+from wyoming_hayakoe.text.readings import (
+    UNITS,
+    HomeAssistantReader,
+    katakana_reading,
+    needs_rewrite,
+    safe_to_split,
+    spell_integer,
+    spell_number,
+)
+
+DATA = Path(__file__).parent / "data"
+HA_CORPUS = DATA / "ha_corpus.tsv"
+CONFORMANCE_CORPUS = DATA / "conformance_corpus.txt"
+
+
+@pytest.fixture(scope="module")
+def reader() -> HomeAssistantReader:
+    return HomeAssistantReader()
+
+
+# --------------------------------------------------------------------------
+# Comparing readings
+# --------------------------------------------------------------------------
+
+_VOWEL_OF = {}
+for _vowel, _row in (
+    ("ア", "アカサタナハマヤラワガザダバパァャヮ"),
+    ("イ", "イキシチニヒミリギジヂビピィ"),
+    ("ウ", "ウクスツヌフムユルグズヅブプゥュヴ"),
+    ("エ", "エケセテネヘメレゲゼデベペェ"),
+    ("オ", "オコソトノホモヨロヲゴゾドボポォョ"),
+):
+    for _kana in _row:
+        _VOWEL_OF[_kana] = _vowel
+
+
+def canonical(reading: str) -> str:
+    """One spelling per pronunciation: ジュウ = ジュー, トウ = トー, ケイ = ケー, ヲ = オ."""
+    reading = re.sub(r"[^\u30a1-\u30fc]", "", reading)
+    reading = reading.replace("ヲ", "オ").replace("ヅ", "ズ").replace("ヂ", "ジ")
+    out: list[str] = []
+    for ch in reading:
+        prev_vowel = _VOWEL_OF.get(out[-1]) if out else None
+        if ch == "ー" and prev_vowel:
+            ch = prev_vowel
+        elif ch == "ウ" and prev_vowel in ("オ", "ウ"):
+            ch = prev_vowel
+        elif ch == "イ" and prev_vowel == "エ":
+            ch = "エ"
+        out.append(ch)
+    return "".join(out)
+
+
+def test_canonical_form_equates_long_vowel_spellings():
+    assert canonical("ニジュウサンド") == canonical("ニジューサンド")
+    assert canonical("トウキョウ") == canonical("トーキョー")
+    assert canonical("タイマーヲ") == canonical("タイマーオ")
+    assert canonical("ニジュウサン") != canonical("ニジュウヨン")
+
+
+def read(text: str, reader: HomeAssistantReader) -> str:
+    return katakana_reading(text, reader, punctuation=False)
+
+
+# --------------------------------------------------------------------------
+# The corpus
+# --------------------------------------------------------------------------
+
+
+def load_ha_corpus() -> list[tuple[str, str, str | None]]:
+    rows = []
+    for number, line in enumerate(HA_CORPUS.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        fields = line.split("\t")
+        assert len(fields) in (2, 3), f"ha_corpus.tsv:{number}: expected 2 or 3 tab-separated fields"
+        text = fields[0].replace("\\n", "\n")
+        known_wrong = fields[2] if len(fields) == 3 else None
+        rows.append((text, fields[1], known_wrong))
+    return rows
+
+
+HA_ROWS = load_ha_corpus()
+
+
+def test_corpus_is_large_enough():
+    good = [row for row in HA_ROWS if row[2] is None]
+    assert len(good) >= 200
+    assert len({row[0] for row in HA_ROWS}) == len(HA_ROWS), "duplicate inputs in the corpus"
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        pytest.param(t, e, marks=[pytest.mark.xfail(strict=True, reason=k)] if k else [], id=f"{i:03d}")
+        for i, (t, e, k) in enumerate(HA_ROWS, 1)
+    ],
+)
+def test_corpus_reading(text: str, expected: str, reader: HomeAssistantReader):
+    got = read(text, reader)
+    assert canonical(got) == canonical(expected), f"{text!r}: read as {got}, expected {expected}"
+
+
+def test_no_corpus_reading_has_digits_or_latin(reader: HomeAssistantReader):
+    bad = []
+    for text, _, _ in HA_ROWS:
+        rewritten = reader.rewrite(text)
+        normalized = normalize_text(rewritten)
+        reading = katakana_reading(text, reader)
+        if re.search(r"[0-9A-Za-z\uff10-\uff19\uff21-\uff3a\uff41-\uff5a]", rewritten + normalized + reading):
+            bad.append((text, rewritten, reading))
+    assert not bad, bad[:5]
+
+
+# --------------------------------------------------------------------------
+# Plain Japanese stays exactly as hayakoe reads it
+# --------------------------------------------------------------------------
+
+_ESCAPE = re.compile(r"\\(\\|n|t|r|#|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})")
+
+
+def _unescape(line: str) -> str:
+    simple = {"\\": "\\", "n": "\n", "t": "\t", "r": "\r", "#": "#"}
+    return _ESCAPE.sub(lambda m: simple.get(m.group(1)) or chr(int(m.group(1)[1:], 16)), line)
+
+
+def _is_plain(text: str) -> bool:
+    """No digit, Latin letter, markdown character, URL or emoji (an independent check)."""
+    folded = unicodedata.normalize("NFKC", text)
+    if re.search(r"[0-9A-Za-z*_`#|<>\[\]~]", folded) or "http" in folded or "www." in folded:
+        return False
+    for ch in text:
+        cp = ord(ch)
+        if cp >= 0x1F000 or 0x2600 <= cp <= 0x27BF or cp in (0x200D, 0xFE0F, 0x20E3):
+            return False
+    return True
+
+
+def conformance_lines() -> list[str]:
+    if not CONFORMANCE_CORPUS.exists():
+        return []
+    lines = CONFORMANCE_CORPUS.read_text(encoding="utf-8").split("\n")[:-1]
+    return [_unescape(line) for line in lines if not line.startswith("#")]
+
+
+def test_plain_japanese_passes_unchanged(reader: HomeAssistantReader):
+    lines = conformance_lines()
+    if not lines:
+        pytest.skip("no conformance corpus")
+    plain = [line for line in lines if _is_plain(line)]
+    assert len(plain) > 100
+    changed = [line for line in plain if reader.rewrite(line) != line]
+    assert not changed, changed[:10]
+
+
+def test_every_conformance_line_rewrites_to_readable_text(reader: HomeAssistantReader):
+    """Whatever comes in, the rewrite leaves no digit for num2words and no Latin letter."""
+    for line in conformance_lines():
+        out = reader.rewrite(line)
+        if _is_plain(line):
+            continue
+        normalized = normalize_text(out)
+        assert not re.search(r"[0-9]", out), (line, out)
+        assert not re.search(r"[A-Za-z]", normalized), (line, out, normalized)
+
+
+@pytest.mark.parametrize("text", ["今日はいい天気ですね。", "えっ！！！本当？？？", "★☆★", "♪〜", "😀", "「引用」", ""])
+def test_plain_text_is_returned_as_is(text: str, reader: HomeAssistantReader):
+    assert reader.rewrite(text) == text
+    assert not needs_rewrite(text)
+
+
+# --------------------------------------------------------------------------
+# Numbers
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "n,words",
+    [
+        (0, "ゼロ"), (1, "一"), (10, "十"), (11, "十一"), (23, "二十三"), (100, "百"), (110, "百十"),
+        (1000, "千"), (1500, "千五百"), (2024, "二千二十四"), (10000, "一万"), (12345, "一万二千三百四十五"),
+        (1000000, "百万"), (10000000, "千万"), (100000000, "一億"), (10**12, "一兆"),
+    ],
+)  # fmt: skip
+def test_spell_integer(n: int, words: str):
+    assert spell_integer(n) == words
+
+
+def test_spell_number_fractions_and_leading_zeros():
+    assert spell_number("23", "5") == "二十三点五"
+    assert spell_number("3", "14") == "三点イチヨン"
+    assert spell_number("0", "5") == "零点五"
+    assert spell_number("1,234") == "千二百三十四"
+    assert spell_number("007") == "ゼロゼロナナ"
+    assert spell_number("12345678901234567890") == "イチニーサンヨンゴーロクナナハチキューゼロ" * 2
+
+
+@pytest.mark.parametrize(
+    "text,rewritten",
+    [
+        # decimals, negatives, signs, thousands separators
+        ("23.5", "二十三点五"), ("3.14", "三点イチヨン"), ("12.50ドル", "十二点五ドル"), ("0.05", "零点ゼロゴ"),
+        ("気温は-3度", "気温はマイナス三度"), ("−1.5", "マイナス一点五"), ("+3", "プラス三"), ("±0.5", "プラスマイナス零点五"),
+        ("1,234,567", "百二十三万四千五百六十七"), ("約3,000人", "約三千人"),
+        # ranges
+        ("20〜25", "二十から二十五"), ("20~25℃", "二十から二十五度"), ("20-25%", "二十から二十五パーセント"),
+        ("18℃〜22℃", "十八度から二十二度"), ("10時〜", "十時から"),
+        # percentages and temperatures
+        ("45%", "四十五パーセント"), ("50％", "五十パーセント"), ("23.5°C", "二十三点五度"), ("25℃", "二十五度"),
+        ("75°F", "華氏七十五度"), ("90°", "九十度"),
+        # currency
+        ("¥1,500", "千五百円"), ("￥500", "五百円"), ("$4.99", "四点キュウキュウドル"), ("€30", "三十ユーロ"),
+        ("£20", "二十ポンド"), ("1,000円", "千円"),
+        # ordinals and counters OpenJTalk gets wrong
+        ("1st", "ファースト"), ("2nd", "セカンド"), ("3rd", "サード"), ("4th", "四番目"),
+        ("9分", "キュウフン"), ("10分", "ジュップン"), ("10分後", "十分後"), ("3件", "三ケン"), ("13件", "十三ケン"),
+        ("1件", "一件"), ("1箱", "ひと箱"), ("20歳", "はたち"), ("3分の1", "三ぶんの一"), ("2F", "二階"),
+        # other number shapes
+        ("090-1234-5678", "ゼロキューゼロのイチニーサンヨンのゴーロクナナハチ"), ("1920x1080", "千九百二十かける千八十"),
+        ("2x", "二倍"), ("卵 x 2", "卵二個"), ("1 2 3", "一、二、三"),
+    ],
+)  # fmt: skip
+def test_number_rules(text: str, rewritten: str, reader: HomeAssistantReader):
+    assert reader.rewrite(text) == rewritten
+
+
+@pytest.mark.parametrize(
+    "text,rewritten",
+    [
+        ("7:30", "七時三十分"), ("07:05", "七時五分"), ("19:00", "十九時"), ("0:00", "零時"), ("23:59:59", "二十三時五十九分五十九秒"),
+        ("7:09", "七時キュウフン"), ("7:10", "七時ジュップン"), ("7:30 PM", "午後七時三十分"), ("7:30am", "午前七時三十分"),
+        ("19:30 PM", "午後七時三十分"), ("7 PM", "午後七時"),
+        ("残り1:30:00", "残り一時間三十分"), ("残り5:30", "残り五分三十秒"), ("タイマー: 0:45", "タイマー、四十五秒"),
+        ("1h 30m", "一時間三十分"), ("2h", "二時間"), ("30 min", "三十分"), ("45s", "四十五秒"), ("3 days", "三日間"),
+        ("2024-05-12", "二千二十四年五月十二日"), ("2024/5/12", "二千二十四年五月十二日"),
+        ("2024-05-12T14:30:00Z", "二千二十四年五月十二日、十四時三十分"), ("12/24", "十二月二十四日"),
+        ("12/24(火)", "十二月二十四日、火曜日"), ("5月3日（金・祝）", "五月三日、金曜日"), ("1/2", "二ぶんの一"),
+        ("May 12", "五月十二日"), ("Mon", "月曜日"), ("Friday", "金曜日"),
+    ],
+)  # fmt: skip
+def test_time_and_date_rules(text: str, rewritten: str, reader: HomeAssistantReader):
+    assert reader.rewrite(text) == rewritten
+
+
+@pytest.mark.parametrize("unit", sorted(UNITS))
+def test_every_unit_is_spoken(unit: str, reader: HomeAssistantReader):
+    out = reader.rewrite(f"5{unit}です")
+    prefix, reading = UNITS[unit]
+    assert reading in out and out.startswith(prefix), (unit, out)
+    assert not re.search(r"[0-9A-Za-z]", out), (unit, out)
+
+
+@pytest.mark.parametrize(
+    "text,reading",
+    [
+        ("12.34kWh", "ジューニテンサンヨンキロワットアワー"), ("1.2kW", "イッテンニキロワット"), ("230V", "ニヒャクサンジューボルト"),
+        ("16A", "ジューロクアンペア"), ("3.5m/s", "ビョーソクサンテンゴメートル"), ("40km/h", "ジソクヨンジュッキロ"),
+        ("時速40km/h", "ジソクヨンジュッキロ"), ("5mm", "ゴミリ"), ("1013hPa", "センジューサンヘクトパスカル"),
+        ("800ppm", "ハッピャクピーピーエム"), ("12µg/m³", "ジューニマイクログラムマイリッポーメートル"),
+        ("300lx", "サンビャクルクス"), ("45dB", "ヨンジューゴデシベル"), ("12GB", "ジューニギガバイト"),
+        ("350Mbps", "サンビャクゴジューメガビーピーエス"), ("5kg", "ゴキロ"), ("500ml", "ゴヒャクミリリットル"),
+    ],
+)  # fmt: skip
+def test_unit_readings(text: str, reading: str, reader: HomeAssistantReader):
+    assert canonical(read(text, reader)) == canonical(reading)
+
+
+# --------------------------------------------------------------------------
+# English
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text,reading",
+    [
+        ("LED", "エルイーディー"), ("TV", "テレビ"), ("Wi-Fi", "ワイファイ"), ("WiFi", "ワイファイ"), ("USB", "ユーエスビー"),
+        ("AI", "エーアイ"), ("PC", "パソコン"), ("OK", "オーケー"), ("ON", "オン"), ("off", "オフ"),
+        ("Apple TV", "アップルティーブイ"), ("Home Assistant", "ホームアシスタント"), ("iPhone", "アイフォーン"),
+        ("MQTT", "エムキューティーティー"), ("NHK", "エヌエイチケイ"), ("HDMI", "エイチディーエムアイ"),
+        ("xyz", "エックスワイゼット"), ("Living Room", "リビングルーム"), ("kitchen", "キッチン"),
+        ("SwitchBot", "スイッチボット"), ("ESPHome", "イーエスピーホーム"), ("ChatGPT", "チャットジーピーティー"),
+        ("light.living_room", "ライトリビングルーム"), ("Let's", "レッツ"), ("PM2.5", "ピーエムニーテンゴ"),
+        ("CO2", "シーオーツー"), ("5G", "ファイブジー"), ("4K", "ヨンケー"), ("Ｌｉｖｉｎｇ", "リビング"),
+    ],
+)  # fmt: skip
+def test_english_words(text: str, reading: str, reader: HomeAssistantReader):
+    got = read(text, reader)
+    assert canonical(got) == canonical(reading), got
+    assert not re.search(r"[A-Za-z]", reader.rewrite(text))
+
+
+def test_unknown_english_word_goes_through_e2k(reader: HomeAssistantReader):
+    # Not in the table nor in OpenJTalk's dictionary.
+    out = reader.rewrite("dehumidifierが止まりました")
+    assert re.fullmatch(r"[\u30a1-\u30fc]+が止まりました", out), out
+
+
+def test_keep_words_reach_openjtalk_untouched():
+    reader = HomeAssistantReader(keep_words=["Hue", "Living Room"])
+    assert reader.rewrite("Hueと23.5℃") == "Hueと二十三点五度"
+    assert reader.rewrite("Living Roomの照明") == "LivingRoomの照明"
+    assert reader.rewrite("Huey") != "Huey"  # only whole words are kept
+
+
+# --------------------------------------------------------------------------
+# Markdown, URLs, emoji, symbols
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text,rewritten",
+    [
+        ("**太字**です", "太字です"), ("__太字__です", "太字です"), ("*斜体*です", "斜体です"), ("***両方***", "両方"),
+        ("~~取り消し~~線", "取り消し線"), ("# 見出し", "見出し。"), ("## 見出し！", "見出し!"), ("> 引用です", "引用です"),
+        ("- 牛乳\n- 卵 2個", "牛乳\n卵二個"), ("* 牛乳", "牛乳"), ("1. 牛乳\n2. 卵", "一、牛乳\n二、卵"),
+        ("- [x] 済み\n- [ ] 未", "済み\n未"), ("[公式サイト](https://example.com/a_b)を見て", "公式サイトを見て"),
+        ("![画像](https://example.com/x.png)", "画像"), ("詳しくは https://example.com/?q=1 を", "詳しくは リンク を"),
+        ("www.example.comを見て", "リンクを見て"), ("`code`です", "コードです"), ("```\nx = 1\n```\n以上", "以上"),
+        ("| a | b |\n|---|---|\n| 1 | 2 |", "エー、ビー\n\n一、二"), ("---\n以上", "\n以上"), ("<b>太字</b>", "太字"),
+        ("行1<br>行2", "行一\n行二"), ("OKすごい！！！", "オーケーすごい！"), ("OK本当？？", "オーケー本当？"), ("OKえっ!?!?", "オーケーえっ！？"),
+        ("OK待って......", "オーケー待って…"), ("A & B", "エーアンドビー"), ("ON/OFF", "オン、オフ"), ("晴れ → 雨 5%", "晴れ、雨五パーセント"),
+        ("1️⃣ 牛乳", "一、牛乳"), ("#タグ", "タグ"), ("@user", "ユーザー"),
+    ],
+)  # fmt: skip
+def test_markup_and_symbols(text: str, rewritten: str, reader: HomeAssistantReader):
+    assert reader.rewrite(text) == rewritten
+
+
+@pytest.mark.parametrize("text", ["晴れです☀️。", "👍了解", "🎉🎉🎉完了🎉", "👨\u200d👩\u200d👧家族", "🇯🇵日本"])
+def test_emoji_are_not_read(text: str, reader: HomeAssistantReader):
+    reading = katakana_reading(text + "5", reader)
+    assert reading.endswith("ゴ")
+    assert not re.search(r"[^\u30a1-\u30fc、。！？]", reading), reading
+
+
+@pytest.mark.parametrize(
+    "text", ["!!!!!!!!!!!!!!!!!!!!", "。。。。。。。。。。", "------------------------", "****", "```", "`", "[", "](", "~~", "|||"]
+)
+def test_stray_punctuation_never_breaks(text: str, reader: HomeAssistantReader):
+    out = reader.rewrite("5℃" + text)
+    assert "五度" in out
+    assert len(out) <= len("五度") + 2, out
+
+
+# --------------------------------------------------------------------------
+# Streaming: numbers and markup split across deltas
+# --------------------------------------------------------------------------
+
+_ENDERS = "。！？!?\n."
+
+
+def segment(deltas: list[str]) -> list[str]:
+    """A reference incremental segmenter that consults safe_to_split."""
+    buffer = ""
+    out: list[str] = []
+    for delta in deltas:
+        buffer += delta
+        start = 0
+        i = 0
+        while i < len(buffer):
+            if buffer[i] in _ENDERS:
+                cut = i + 1
+                if cut < len(buffer) and safe_to_split(buffer, cut):
+                    out.append(buffer[start:cut])
+                    buffer = buffer[cut:]
+                    i = 0
+                    continue
+            i += 1
+    if buffer:
+        out.append(buffer)
+    return out
+
+
+STREAM_TEXTS = [
+    "現在の気温は23.5℃です。湿度は45%です。",
+    "合計は1,500円です。明日は12/24です。",
+    "アラームを7:30にセットしました。",
+    "詳しくは https://www.home-assistant.io/docs/?q=mqtt! を見てください。",
+    "`light.turn_on!` を使います。完了です。",
+    "手順です。\n1. 設定を開く\n2. 追加を押す\n",
+    "[詳しくはこちら！](https://example.com/a.b)をご覧ください。",
+    "**重要！** 冷蔵庫のドアが開いています。",
+    "```yaml\nlight:\n  - platform: mqtt\n```\nこれで動きます。",
+    "消費電力量は12.34kWhでした。",
+]
+
+
+@pytest.mark.parametrize("text", STREAM_TEXTS)
+def test_split_anywhere_reads_like_the_whole(text: str, reader: HomeAssistantReader):
+    whole = canonical(read(text, reader))
+    rng = random.Random(text)
+    splits = [[text[:k], text[k:]] for k in range(1, len(text))]
+    for _ in range(20):
+        cuts = sorted(rng.sample(range(1, len(text)), min(4, len(text) - 1)))
+        splits.append([text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])])
+    for deltas in splits:
+        sentences = segment(deltas)
+        got = canonical("".join(read(s, reader) for s in sentences))
+        assert got == whole, (deltas, sentences)
+
+
+@pytest.mark.parametrize(
+    "buffer,index,safe",
+    [
+        ("気温は23.", 6, False),  # a digit may still come
+        ("気温は23.5", 6, False),
+        ("気温は23. 次", 6, True),
+        ("1,", 2, False),
+        ("7:", 2, False),
+        ("1. 牛乳", 2, False),  # list marker
+        ("終わり。次", 4, True),
+        ("see https://a.io/x?y=1 ok", 19, False),
+        ("see https://a.io/x ok", 18, True),
+        ("`a!b`", 3, False),
+        ("`a`! b", 4, True),
+        ("```\nx!\n", 6, False),
+        ("```\nx\n```\nok!", 13, True),
+        ("[text!](http", 6, False),
+        ("[text!", 6, False),
+        ("[text](url!)", 11, False),
+    ],
+)
+def test_safe_to_split(buffer: str, index: int, safe: bool):
+    assert safe_to_split(buffer, index) is safe
+
+
+def test_real_sentence_stream_with_rewrite(reader: HomeAssistantReader):
+    stream_mod = pytest.importorskip("wyoming_hayakoe.server.sentence_stream")
+    text = "現在の気温は23.5℃です。**重要！** 湿度は45%です。合計は1,500円です。"
+    whole = canonical(read(text, reader))
+    for k in range(1, len(text)):
+        stream = stream_mod.SentenceStream()
+        sentences = stream.feed(text[:k]) + stream.feed(text[k:]) + stream.finish()
+        rewriter = reader.stream()
+        got = canonical("".join(read(rewriter(s), reader) for s in sentences))
+        assert got == whole, (k, sentences)
+
+
+def test_stream_rewriter_drops_code_across_sentences(reader: HomeAssistantReader):
+    rewriter = reader.stream()
+    pieces = ["設定例です。", "```yaml", "light:", "  - platform: mqtt", "```", "これで動きます。"]
+    out = [rewriter(p) for p in pieces]
+    assert out == ["設定例です。", "", "", "", "", "これで動きます。"]
+
+
+# --------------------------------------------------------------------------
+# The reading display
+# --------------------------------------------------------------------------
+
+
+def test_katakana_reading_shows_pauses_and_sentence_ends(reader: HomeAssistantReader):
+    assert katakana_reading("今日は晴れ、気温は25℃です。明日は？", reader) == "キョーワハレ、キオンワニジューゴドデス。アシタワ？"
+    assert katakana_reading("牛乳\n卵", reader) == "ギューニュー。タマゴ"
