@@ -20,11 +20,12 @@ STANDIN_VOICES = ("standin-a", "standin-b")
 
 
 def cached_standin(name: str, **kwargs) -> Path:
-    """Build a stand-in data dir once; later sessions reuse it (build() writes atomically)."""
-    from tools.standin_models import build
+    """Build a stand-in data dir once; later sessions reuse it while the generator is unchanged."""
+    from tools.standin_models import GENERATOR_VERSION, build, load_marker
 
     out = CACHE / name
-    if not (out / "standin.json").is_file():
+    marker = load_marker(out)
+    if marker is None or marker.get("generator_version") != GENERATOR_VERSION:
         build(out, **kwargs)
     return out
 
