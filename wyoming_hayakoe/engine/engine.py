@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -50,6 +51,15 @@ class UnknownVoice(KeyError):
 def to_pcm16(audio: np.ndarray) -> np.ndarray:
     """float ±1 → int16, clipping instead of wrapping."""
     return (np.clip(audio, -1.0, 1.0) * 32767).astype(np.int16)
+
+
+@dataclass(frozen=True)
+class TextPlan:
+    """A text as the engine speaks it: rewritten to plain Japanese, split into bounded sentences."""
+
+    text: str
+    sentences: list[str]
+    whole_text_pauses: bool  # pauses from one duration-predictor pass over the whole text
 
 
 class Engine:
@@ -128,17 +138,21 @@ class Engine:
         (see MAX_SENTENCE_CHARS): pauses there come from boundary windows.
         """
         utterance = self.utterance(voice_name, settings)
+        plan = self.plan(text)
+        pauses: BoundaryPause | None = None
+        for index, sentence in enumerate(plan.sentences):
+            if index == 1 and plan.whole_text_pauses:
+                pauses = self.boundary_pauses(utterance.voice, plan.text, len(plan.sentences), utterance.settings)
+            yield from utterance.speak(sentence, pauses.target(index - 1) if pauses else None)
+
+    def plan(self, text: str) -> TextPlan:
+        """Rewrite and split `text` the way `synthesize` speaks it."""
         text = self.reader.rewrite(text)
         sentences = split_sentences(text)
         if len(sentences) == 1:
             sentences = [text]  # hayakoe reads a one-sentence text unsplit
         bounded = bounded_sentences(sentences)
-        whole_text_pauses = len(text) <= MAX_PAUSE_TEXT_CHARS and len(bounded) == len(sentences)
-        pauses: BoundaryPause | None = None
-        for index, sentence in enumerate(bounded):
-            if index == 1 and whole_text_pauses:
-                pauses = self.boundary_pauses(utterance.voice, text, len(bounded), utterance.settings)
-            yield from utterance.speak(sentence, pauses.target(index - 1) if pauses else None)
+        return TextPlan(text, bounded, len(text) <= MAX_PAUSE_TEXT_CHARS and len(bounded) == len(sentences))
 
     def utterance(self, voice_name: str, settings: SynthesisSettings | None = None) -> "Utterance":
         """A request's sentences, spoken one after another (checks voice and style up front)."""

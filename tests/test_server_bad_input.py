@@ -1,0 +1,303 @@
+"""Bad input gets a clear error (or a valid empty answer) and the connection keeps working."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import struct
+
+import pytest
+from wyoming.error import Error
+from wyoming.event import Event, async_read_event, async_write_event
+from wyoming.info import Describe
+from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
+
+import ha_client as ha
+
+MAX_TEXT = 10_000  # the default --max-text-length
+
+
+@pytest.fixture(scope="module")
+def server(request, standin_dir):
+    return ha.shared_server(request.config, standin_dir, *ha.SHARED_ARGS)
+
+
+class Raw:
+    """A plain socket connection: send any bytes, read events."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, server) -> "Raw":
+        return cls(*await asyncio.open_connection(server.host, server.port))
+
+    async def send(self, data: bytes) -> None:
+        self.writer.write(data)
+        await self.writer.drain()
+
+    async def event(self, ev: Event) -> None:
+        await async_write_event(ev, self.writer)
+
+    async def read(self, timeout: float = 30.0) -> Event:
+        event = await asyncio.wait_for(async_read_event(self.reader), timeout)
+        assert event is not None, "connection closed"
+        return event
+
+    async def read_until(self, last: str, timeout: float = 60.0) -> list[Event]:
+        events = []
+        while True:
+            events.append(await self.read(timeout))
+            if events[-1].type == last:
+                return events
+
+    async def error(self) -> Error:
+        event = await self.read()
+        assert Error.is_type(event.type), f"expected an error, got {event}"
+        return Error.from_event(event)
+
+    async def still_works(self) -> None:
+        """Describe and a short synthesis on this same connection."""
+        await self.event(Describe().event())
+        assert (await self.read()).type == "info"
+        await self.event(Synthesize(text="はい。").event())
+        events = await self.read_until("audio-stop")
+        assert events[0].type == "audio-start" and any(e.type == "audio-chunk" for e in events)
+
+    async def close(self) -> None:
+        self.writer.close()
+
+
+@pytest.fixture
+async def raw(server):
+    conn = await Raw.open(server)
+    yield conn
+    await conn.close()
+
+
+async def expect_error(server, code: str, text: str, voice: str | None = None, speaker: str | None = None) -> str:
+    with pytest.raises(ha.WyomingServiceError) as caught:
+        await ha.synthesize(server.host, server.port, text, voice=voice, speaker=speaker)
+    assert caught.value.code == code, caught.value
+    assert caught.value.text
+    return caught.value.text
+
+
+# -- through HA's client ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\t 　"])
+async def test_empty_text(server, text):
+    await expect_error(server, "empty-text", text)
+
+
+async def test_unknown_voice(server):
+    message = await expect_error(server, "unknown-voice", "こんにちは。", voice="jvnv-F1-jp")
+    assert "standin-a" in message  # says what is available
+
+
+@pytest.mark.parametrize("voice,speaker", [("standin-a", "Sleepy"), ("standin-a:Sleepy", None), ("standin-a:", None)])
+async def test_unknown_style(server, voice, speaker):
+    message = await expect_error(server, "unknown-style", "こんにちは。", voice=voice, speaker=speaker)
+    assert "Neutral" in message
+
+
+@pytest.mark.parametrize(
+    "voice",
+    ["../standin-a", "../../../../etc/passwd", "/etc/passwd", "standin-a/../standin-b", "..", ".", "a\\b",
+     "standin-a\x00", "x" * 300, "onnx/speakers/standin-a", "~root"],
+)
+async def test_path_like_voice_names(server, voice):
+    await expect_error(server, "invalid-voice-name", "こんにちは。", voice=voice)
+
+
+async def test_voice_outside_the_data_dirs_is_never_loaded(server, tmp_path, standin_dir):
+    # A complete voice folder that exists, but outside every data dir.
+    import shutil
+
+    outside = tmp_path / "onnx" / "speakers" / "evil"
+    shutil.copytree(standin_dir / "onnx" / "speakers" / "standin-a", outside)
+    await expect_error(server, "unknown-voice", "こんにちは。", voice="evil")
+    rel = "../" * 12 + str(outside).lstrip("/")
+    await expect_error(server, "invalid-voice-name", "こんにちは。", voice=rel)
+
+
+async def test_text_over_the_limit(server):
+    message = await expect_error(server, "text-too-long", "あ" * (MAX_TEXT + 1))
+    assert str(MAX_TEXT) in message
+
+
+@pytest.mark.parametrize("text", ["🙂🙂🙂", "!!!???", "＊＊＊", "♪"])
+async def test_text_with_nothing_speakable(server, text):
+    await expect_error(server, "unpronounceable", text)
+
+
+async def test_one_unspeakable_sentence_is_skipped(server):
+    result = await ha.synthesize(server.host, server.port, "こんにちは。🙂🙂。♪\nさようなら。")
+    assert result.ended_by == "audio-stop" and result.seconds > 0.3
+
+
+# -- raw events on one connection ---------------------------------------------------------
+
+
+async def test_errors_leave_the_connection_working(raw):
+    for text, voice, code in [
+        ("", None, "empty-text"),
+        ("はい。", "nobody", "unknown-voice"),
+        ("はい。", "../x", "invalid-voice-name"),
+        ("あ" * (MAX_TEXT + 1), None, "text-too-long"),
+        ("🙂", None, "unpronounceable"),
+    ]:
+        await raw.event(Synthesize(text=text, voice=SynthesizeVoice(name=voice) if voice else None).event())
+        assert (await raw.error()).code == code
+    await raw.still_works()
+
+
+async def test_huge_text_is_discarded_without_buffering(raw):
+    # 3 MB of text in one event: read and thrown away, answered, connection fine.
+    await raw.event(Synthesize(text="あ" * 1_000_000).event())
+    assert (await raw.error()).code == "text-too-long"
+    await raw.still_works()
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"this is not json\n",
+        b'["a", "list"]\n',
+        b'{"no_type": 1}\n',
+        b'{"type": 5}\n',
+        b'{"type": "synthesize", "data_length": -1}\n',
+        b'{"type": "synthesize", "data": "text"}\n',
+        b'{"type": "synthesize", "data": {"text": 42}}\n',
+        b'{"type": "synthesize", "data": {}}\n',
+        b'{"type": "synthesize", "data": {"text": "a", "voice": "standin-a"}}\n',
+        b'{"type": "synthesize", "data": {"text": "a", "voice": {"name": 7}}}\n',
+        b'{"type": "synthesize-chunk", "data": {"text": "a"}}\n',
+        b"\xff\xfe\n",
+        b'{"type": "' + b"x" * 100_000 + b'"}\n',
+    ],
+)
+async def test_malformed_events_get_bad_request(raw, line):
+    await raw.send(line)
+    error = await raw.error()
+    assert error.code == "bad-request" and error.text
+    await raw.still_works()
+
+
+async def test_data_block_that_is_not_a_json_object(raw):
+    body = b'["not", "an", "object"]'
+    await raw.send(json.dumps({"type": "synthesize", "data_length": len(body)}).encode() + b"\n" + body)
+    assert (await raw.error()).code == "bad-request"
+    body = b"{broken"
+    await raw.send(json.dumps({"type": "synthesize", "data_length": len(body)}).encode() + b"\n" + body)
+    assert (await raw.error()).code == "bad-request"
+    await raw.still_works()
+
+
+async def test_unknown_events_are_ignored(raw):
+    await raw.event(Event(type="no-such-event", data={"x": 1}, payload=b"123"))
+    await raw.event(Event(type="transcribe"))
+    await raw.still_works()
+
+
+async def test_stray_synthesize_stop_is_answered(raw):
+    await raw.event(SynthesizeStop().event())
+    assert (await raw.read()).type == "synthesize-stopped"
+    await raw.still_works()
+
+
+# -- streams ---------------------------------------------------------------------------------
+
+
+async def test_empty_stream_gets_a_valid_empty_answer(raw):
+    await raw.event(SynthesizeStart().event())
+    await raw.event(SynthesizeChunk(text="  ").event())
+    await raw.event(Synthesize(text="  ").event())
+    await raw.event(SynthesizeStop().event())
+    events = await raw.read_until("synthesize-stopped")
+    assert [e.type for e in events] == ["audio-start", "audio-stop", "synthesize-stopped"]
+    await raw.still_works()
+
+
+@pytest.mark.parametrize(
+    "voice,code",
+    [(SynthesizeVoice(name="nobody"), "unknown-voice"), (SynthesizeVoice(name="../../x"), "invalid-voice-name"),
+     (SynthesizeVoice(name="standin-a", speaker="Sleepy"), "unknown-style")],
+)
+async def test_stream_with_bad_voice_errors_then_stops(raw, voice, code):
+    await raw.event(SynthesizeStart(voice=voice).event())
+    await raw.event(SynthesizeChunk(text="こんにちは。元気？").event())
+    await raw.event(Synthesize(text="こんにちは。元気？", voice=voice).event())
+    await raw.event(SynthesizeStop().event())
+    events = await raw.read_until("synthesize-stopped")
+    assert [e.type for e in events] == ["error", "synthesize-stopped"]
+    assert Error.from_event(events[0]).code == code
+    await raw.still_works()
+
+
+async def test_stream_over_the_limit_errors_once_then_stops(raw):
+    await raw.event(SynthesizeStart().event())
+    await raw.event(SynthesizeChunk(text="こんにちは。元気ですか？").event())
+    await raw.event(SynthesizeChunk(text="あ" * MAX_TEXT).event())
+    await raw.event(SynthesizeChunk(text="まだ続きます。").event())  # ignored after the error
+    await raw.event(Synthesize(text="全文").event())
+    await raw.event(SynthesizeStop().event())
+    events = await raw.read_until("synthesize-stopped")
+    types = [e.type for e in events]
+    assert types.count("error") == 1 and types[-1] == "synthesize-stopped"
+    assert Error.from_event(events[types.index("error")]).code == "text-too-long"
+    assert "audio-stop" not in types  # the answer is the error, not audio
+    await raw.still_works()
+
+
+async def test_stream_with_nothing_speakable(raw):
+    await raw.event(SynthesizeStart().event())
+    await raw.event(SynthesizeChunk(text="🙂🙂").event())
+    await raw.event(SynthesizeStop().event())
+    events = await raw.read_until("synthesize-stopped")
+    assert [e.type for e in events] == ["error", "synthesize-stopped"]
+    assert Error.from_event(events[0]).code == "unpronounceable"
+
+
+async def test_stream_skips_unspeakable_sentences(server):
+    result = await ha.stream(server.host, server.port, ["こんにちは。", "🙂🙂。", "さようなら。"])
+    assert result.ended_by == "synthesize-stopped" and result.seconds > 0.3
+
+
+async def test_synthesize_start_inside_a_stream_ends_the_previous_one(raw):
+    await raw.event(SynthesizeStart().event())
+    await raw.event(SynthesizeChunk(text="一つ目。").event())
+    await raw.event(SynthesizeStart().event())
+    await raw.event(SynthesizeChunk(text="二つ目。").event())
+    await raw.event(SynthesizeStop().event())
+    first = await raw.read_until("synthesize-stopped")
+    second = await raw.read_until("synthesize-stopped")
+    assert first[0].type == "audio-start" and second[0].type == "audio-start"
+
+
+# -- vanishing clients --------------------------------------------------------------------------
+
+
+async def test_clients_vanishing_mid_request_do_not_hurt_the_server(server):
+    long_text = "これは長い文章のテストです。" * 20
+    # Half an event header, half a data block, mid-stream, mid-audio, reset.
+    for data in (b'{"type": "synth', b'{"type": "synthesize", "data_length": 100}\n{"text": "'):
+        conn = await Raw.open(server)
+        await conn.send(data)
+        await conn.close()
+    conn = await Raw.open(server)
+    await conn.event(SynthesizeStart().event())
+    await conn.event(SynthesizeChunk(text=long_text).event())
+    await conn.close()
+    conn = await Raw.open(server)
+    await conn.event(Synthesize(text=long_text).event())
+    await conn.read()  # audio is flowing
+    sock = conn.writer.get_extra_info("socket")
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST on close
+    await conn.close()
+    await asyncio.sleep(0.2)
+    result = await ha.synthesize(server.host, server.port, "まだ元気です。")
+    assert result.seconds > 0.2
+    assert server.proc.poll() is None

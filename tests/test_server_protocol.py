@@ -1,0 +1,243 @@
+"""The real server on loopback, driven the way Home Assistant drives it.
+
+One server process (tiny stand-in models, deterministic settings so audio
+can be compared byte for byte) serves every test in this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import numpy as np
+import pytest
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.client import AsyncTcpClient
+from wyoming.event import Event
+from wyoming.info import Describe, Info
+from wyoming.ping import Ping
+from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
+
+import ha_client as ha
+from wyoming_hayakoe import __version__
+
+STYLES = ["Neutral", "Happy", "Sad", "Angry", "Fear", "Surprise", "Disgust"]
+TEXT = "こんにちは。今日は良い天気ですね。散歩に行きましょう！"
+
+
+@pytest.fixture(scope="module")
+def server(request, standin_dir):
+    return ha.shared_server(request.config, standin_dir, *ha.SHARED_ARGS)
+
+
+@pytest.fixture(scope="module")
+def rates(standin_dir):
+    out = {}
+    for name in ("standin-a", "standin-b"):
+        config = json.loads((standin_dir / "onnx/speakers" / name / "config.json").read_text())
+        out[name] = int(config["data"]["sampling_rate"])
+    return out
+
+
+async def read_until(client: AsyncTcpClient, last: str, timeout: float = 60.0) -> list[Event]:
+    events = []
+    while True:
+        event = await asyncio.wait_for(client.read_event(), timeout)
+        assert event is not None, f"connection closed before {last}; got {[e.type for e in events]}"
+        events.append(event)
+        if event.type == last:
+            return events
+
+
+async def nothing_more(client: AsyncTcpClient, wait: float = 0.5) -> None:
+    try:
+        extra = await asyncio.wait_for(client.read_event(), wait)
+    except asyncio.TimeoutError:
+        return
+    pytest.fail(f"unexpected event after the answer: {extra}")
+
+
+# -- describe -------------------------------------------------------------------
+
+
+async def test_describe_gives_one_installed_program_with_every_voice_and_style(server):
+    info = await ha.describe(server.host, server.port)
+    assert len(info.tts) == 1
+    program = info.tts[0]
+    assert program.name == "hayakoe" and program.installed
+    assert program.version == __version__
+    assert program.attribution.name and program.attribution.url.startswith("https://")
+    assert program.description
+    assert program.supports_synthesize_streaming is True
+    assert not info.asr and not info.wake and not info.handle and not info.intent
+
+    voices = {voice.name: voice for voice in program.voices}
+    for name in ("standin-a", "standin-b"):
+        base = voices[name]
+        assert base.installed and base.languages == ["ja"] and base.description
+        assert [s.name for s in base.speakers] == STYLES
+        # HA's UI passes only the voice name: every style is its own voice too.
+        for style in STYLES:
+            combo = voices[f"{name}:{style}"]
+            assert combo.installed and combo.languages == ["ja"]
+            assert style in combo.description and combo.description != base.description
+    assert len(voices) == 2 * (1 + len(STYLES))
+    # What HA builds its voice list from: (voice_id, name) per language.
+    labels = [(v.name, v.description) for v in program.voices if v.installed for _ in v.languages]
+    assert len({label for _, label in labels}) == len(labels), "UI labels must be unique"
+
+
+# -- non-streaming synthesize -----------------------------------------------------
+
+
+async def test_synthesize_like_home_assistant(server, rates):
+    result = await ha.synthesize(server.host, server.port, TEXT)
+    assert result.ended_by == "audio-stop" and not result.violations
+    assert (result.rate, result.width, result.channels) == (rates["standin-a"], 2, 1)
+    assert result.seconds > 0.5
+    assert result.wav is not None and result.wav.startswith(b"RIFF")
+
+
+async def test_synthesize_event_sequence_is_start_chunks_one_stop(server, rates):
+    async with AsyncTcpClient(server.host, server.port) as client:
+        await client.write_event(Synthesize(text=TEXT).event())
+        events = await read_until(client, "audio-stop")
+        await nothing_more(client)
+    types = [e.type for e in events]
+    assert types[0] == "audio-start" and types[-1] == "audio-stop"
+    assert set(types[1:-1]) == {"audio-chunk"} and len(types) > 3
+    start = AudioStart.from_event(events[0])
+    assert (start.rate, start.width, start.channels) == (rates["standin-a"], 2, 1)
+    chunks = [AudioChunk.from_event(e) for e in events[1:-1]]
+    assert all((c.rate, c.width, c.channels) == (start.rate, 2, 1) for c in chunks)
+    assert all(0 < len(c.audio) <= 1024 * 2 for c in chunks)
+    stamps = [c.timestamp for c in chunks]
+    assert stamps == sorted(stamps) and stamps[0] == 0
+    assert AudioStop.from_event(events[-1]).timestamp >= stamps[-1]
+
+
+@pytest.mark.parametrize("text", [TEXT, "**注意**: 気温は23.5度、湿度は60%です。明日は7:30に起きます!"])
+async def test_audio_matches_the_engine(server, standin_dir, text):
+    """A plain synthesize sounds exactly like `Engine.synthesize` (rewrite, split, pauses)."""
+    from wyoming_hayakoe.engine.settings import SynthesisSettings
+
+    engine = _engine(standin_dir)
+    settings = SynthesisSettings(noise_scale=0, noise_w_scale=0, sdp_ratio=0)
+    expected = np.concatenate(list(engine.synthesize(text, "standin-a", settings)))
+    result = await ha.synthesize(server.host, server.port, text, voice="standin-a")
+    got = np.frombuffer(bytes(result.audio), dtype="<i2")
+    assert len(got) == len(expected)
+    assert np.abs(got.astype(np.int32) - expected.astype(np.int32)).max() <= 2
+
+
+_ENGINES: dict = {}
+
+
+def _engine(standin_dir):
+    from wyoming_hayakoe.engine.engine import Engine
+
+    if "a" not in _ENGINES:
+        _ENGINES["a"] = Engine([standin_dir], voices=["standin-a"])
+    return _ENGINES["a"]
+
+
+async def test_voice_style_and_speaker_selection(server, rates):
+    neutral = await ha.synthesize(server.host, server.port, TEXT, voice="standin-a")
+    by_name = await ha.synthesize(server.host, server.port, TEXT, voice="standin-a:Happy")
+    by_speaker = await ha.synthesize(server.host, server.port, TEXT, voice="standin-a", speaker="Happy")
+    other = await ha.synthesize(server.host, server.port, TEXT, voice="standin-b:Sad")
+    assert by_name.audio == by_speaker.audio
+    assert by_name.audio != neutral.audio
+    assert other.rate == rates["standin-b"] and other.seconds > 0.5
+    default = await ha.synthesize(server.host, server.port, TEXT)  # no voice: the default voice
+    assert default.audio == neutral.audio
+
+
+# -- streaming --------------------------------------------------------------------
+
+LLM_TEXT = "**はい**、わかりました。今日の天気は晴れです。気温は23.5度くらいでしょう。傘はいりません！"
+
+
+async def test_streaming_like_home_assistant_sends_audio_while_text_arrives(server, rates):
+    deltas = ha.llm_deltas(LLM_TEXT, 3)
+    result = await ha.stream(server.host, server.port, deltas, delay=0.08)
+    assert result.ended_by == "synthesize-stopped" and not result.violations
+    assert (result.rate, result.width, result.channels) == (rates["standin-a"], 2, 1)
+    assert result.events[0][1] == "audio-start"
+    assert result.first("audio-chunk") < result.writer_done_at, "audio must flow before the text is complete"
+    assert result.count("synthesize-stopped") == 1 and result.events[-1][1] == "synthesize-stopped"
+    assert result.count("audio-stop") == 1
+    whole = await ha.synthesize(server.host, server.port, LLM_TEXT)
+    # Same sentences, pauses predicted around each boundary: nearly the same length.
+    assert abs(result.seconds - whole.seconds) < 0.15 * whole.seconds
+
+
+async def test_streaming_ignores_the_duplicate_synthesize(server):
+    deltas = ha.llm_deltas(LLM_TEXT, 4)
+    with_duplicate = await ha.stream(server.host, server.port, deltas, voice="standin-b")
+    without = await ha.stream(server.host, server.port, deltas, voice="standin-b", send_duplicate=False)
+    assert with_duplicate.audio == without.audio and with_duplicate.audio
+    assert with_duplicate.count("audio-start") == 1
+
+
+async def test_streaming_event_sequence_ends_with_synthesize_stopped(server):
+    async with AsyncTcpClient(server.host, server.port) as client:
+        await client.write_event(SynthesizeStart(voice=SynthesizeVoice(name="standin-a", speaker="Sad")).event())
+        for delta in ("今日は", "晴れ。", "明日は雨", "でしょう。"):
+            await client.write_event(SynthesizeChunk(text=delta).event())
+        await client.write_event(Synthesize(text="今日は晴れ。明日は雨でしょう。").event())
+        await client.write_event(SynthesizeStop().event())
+        events = await read_until(client, "synthesize-stopped")
+        await nothing_more(client)
+    types = [e.type for e in events]
+    assert types[0] == "audio-start" and types[-2:] == ["audio-stop", "synthesize-stopped"]
+    assert set(types[1:-2]) == {"audio-chunk"}
+
+
+async def test_wyoming_bench_style_stream_without_duplicate(server):
+    chunks = ["こんにちは。 ", "今日は良い天気ですね。 "]
+    result = await ha.stream(server.host, server.port, chunks, send_duplicate=False)
+    assert result.ended_by == "synthesize-stopped" and result.seconds > 0.3
+
+
+# -- several requests, other events --------------------------------------------------
+
+
+async def test_requests_on_one_connection_are_answered_in_order(server):
+    async with AsyncTcpClient(server.host, server.port) as client:
+        await client.write_event(Synthesize(text="一つ目の文です。", voice=SynthesizeVoice(name="standin-a")).event())
+        await client.write_event(SynthesizeStart().event())
+        await client.write_event(SynthesizeChunk(text="二つ目。").event())
+        await client.write_event(SynthesizeStop().event())
+        await client.write_event(Synthesize(text="三つ目。", voice=SynthesizeVoice(name="standin-b")).event())
+        await client.write_event(Describe().event())
+        await client.write_event(Ping(text="hi").event())
+        first = await read_until(client, "audio-stop")
+        second = await read_until(client, "synthesize-stopped")
+        third = await read_until(client, "audio-stop")
+        info = await read_until(client, "info")
+        pong = await read_until(client, "pong")
+    assert first[0].type == "audio-start" and second[0].type == "audio-start" and third[0].type == "audio-start"
+    assert [e.type for e in info] == ["info"] and Info.from_event(info[0]).tts
+    assert [e.type for e in pong] == ["pong"] and pong[0].data.get("text") == "hi"
+
+
+async def test_select_program_and_unknown_events_are_ignored(server):
+    async with AsyncTcpClient(server.host, server.port) as client:
+        await client.write_event(Event(type="select-program", data={"name": "hayakoe"}))
+        await client.write_event(Event(type="transcribe", data={"language": "ja"}))
+        await client.write_event(Event(type="audio-chunk", data={"rate": 16000, "width": 2, "channels": 1}, payload=b"\0" * 64))
+        await client.write_event(Describe().event())
+        events = await read_until(client, "info")
+    assert [e.type for e in events] == ["info"]
+
+
+async def test_half_closed_describe_like_a_netcat_health_check(server):
+    # `echo '{"type": "describe"}' | nc host 10200`: the request, then end of input.
+    reader, writer = await asyncio.open_connection(server.host, server.port)
+    writer.write(b'{"type": "describe"}\n')
+    writer.write_eof()
+    data = await asyncio.wait_for(reader.read(), 10)
+    writer.close()
+    header = json.loads(data.split(b"\n", 1)[0])
+    assert header["type"] == "info" and b'"hayakoe"' in data

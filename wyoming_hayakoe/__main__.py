@@ -1,0 +1,169 @@
+"""wyoming-hayakoe: Wyoming text-to-speech server for Japanese HayaKoe voices.
+
+Run `wyoming-hayakoe --help` (or `python -m wyoming_hayakoe --help`) for
+the options. Extra arguments can also be given in the environment variable
+WYOMING_HAYAKOE_ARGS (split like a shell command line, appended to the real
+ones).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from . import __version__
+from .engine.settings import SynthesisSettings
+from .store import DEFAULT_REPO, check_voice_name
+
+DEFAULT_URI = "tcp://127.0.0.1:10200"
+ENV_ARGS = "WYOMING_HAYAKOE_ARGS"
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    defaults = SynthesisSettings()
+    parser = argparse.ArgumentParser(
+        prog="wyoming-hayakoe",
+        description="Wyoming protocol text-to-speech server for Japanese (HayaKoe / Style-Bert-VITS2 JP-Extra voices).",
+        epilog=f"Extra arguments may also be given in the environment variable {ENV_ARGS}.",
+    )
+    server = parser.add_argument_group("server")
+    server.add_argument("--uri", default=DEFAULT_URI, help="tcp://HOST:PORT, unix://PATH or stdio:// (default: %(default)s)")
+    server.add_argument("--zeroconf", nargs="?", const="", default=None, metavar="NAME",
+                        help="Advertise the server over mDNS as _wyoming._tcp (tcp:// only); NAME defaults to hayakoe-<hostname>")
+    server.add_argument("--zeroconf-host", default=None, metavar="IP",
+                        help="Address to advertise over mDNS (default: this host's LAN address when bound to 0.0.0.0)")
+    server.add_argument("--no-streaming", action="store_true",
+                        help="Do not advertise streaming text input (streaming requests are still accepted)")
+    server.add_argument("--samples-per-chunk", type=_positive_int, default=1024, metavar="N", help="Samples per audio-chunk event (default: %(default)s)")
+    server.add_argument("--max-queue", type=_positive_int, default=8, metavar="N",
+                        help="Synthesis requests in progress or waiting at once; more are refused with error 'busy' (default: %(default)s)")
+    server.add_argument("--max-text-length", type=_positive_int, default=10_000, metavar="CHARS",
+                        help="Longest text (characters) one request may send; longer ones get error 'text-too-long' (default: %(default)s)")
+    server.add_argument("--threads", type=_positive_int, default=None, metavar="N",
+                        help="CPU threads for inference (default: ONNX Runtime's choice, all cores)")
+
+    voices = parser.add_argument_group("voices")
+    voices.add_argument("--data-dir", type=Path, action="append", required=True, metavar="DIR",
+                        help="Directory with models in the Hugging Face hub layout (repeatable; first match wins)")
+    voices.add_argument("--download-dir", type=Path, default=None, metavar="DIR",
+                        help="Where missing configured voices are downloaded (default: the first --data-dir)")
+    voices.add_argument("--no-download", action="store_true", help="Never download; fail if a configured voice is missing")
+    voices.add_argument("--download-repo", default=DEFAULT_REPO, metavar="REPO", help="Hugging Face repo to download from (default: %(default)s)")
+    voices.add_argument("--download-revision", default=None, metavar="REV", help="Branch, tag or commit of that repo (default: main)")
+    voices.add_argument("--voice", default=None, metavar="VOICE",
+                        help="Default voice, used when a request names none; downloaded if missing (default: jvnv-F1-jp if installed, else the first installed voice)")
+    voices.add_argument("--load-voice", action="append", default=[], metavar="VOICE",
+                        help="Serve only these voices plus --voice (repeatable; downloaded if missing). Default: every installed voice")
+    voices.add_argument("--no-warmup", action="store_true", help="Skip the warm-up synthesis at startup")
+
+    synth = parser.add_argument_group("synthesis defaults")
+    synth.add_argument("--style", default=None, metavar="STYLE",
+                       help="Default style (emotion), e.g. Happy (default: Neutral, or a voice's first style if it has no Neutral)")
+    synth.add_argument("--style-weight", type=float, default=defaults.style_weight, metavar="W", help="Strength of the style, 0-2 (default: %(default)s)")
+    synth.add_argument("--length-scale", type=float, default=defaults.length_scale, metavar="X", help="Speaking slowness: >1 slower, <1 faster (default: %(default)s)")
+    synth.add_argument("--noise-scale", type=float, default=defaults.noise_scale, metavar="X", help="Voice variation, 0-2 (default: %(default)s)")
+    synth.add_argument("--noise-w-scale", "--noise-w", dest="noise_w_scale", type=float, default=defaults.noise_w_scale, metavar="X",
+                       help="Rhythm variation, 0-2 (default: %(default)s)")
+    synth.add_argument("--sdp-ratio", type=float, default=defaults.sdp_ratio, metavar="X",
+                       help="Stochastic vs. deterministic duration mix, 0-1 (default: %(default)s)")
+
+    misc = parser.add_argument_group("logging")
+    misc.add_argument("--debug", action="store_true", help="Log debug messages")
+    misc.add_argument("--log-format", default=logging.BASIC_FORMAT, metavar="FORMAT", help="Python logging format (default: %(default)s)")
+    misc.add_argument("--version", action="version", version=__version__, help="Print the version and exit")
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = os.environ.get(ENV_ARGS, "").strip()
+    if extra:
+        argv += shlex.split(extra)
+    return build_parser().parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, format=args.log_format, stream=sys.stderr)
+    if not args.debug:
+        for noisy in ("zeroconf", "asyncio", "urllib3", "filelock", "huggingface_hub"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+    log = logging.getLogger("wyoming_hayakoe")
+
+    from .server.config import ServerConfig, StartupError, ensure_voices
+
+    try:
+        settings = SynthesisSettings(
+            style=args.style or SynthesisSettings().style,
+            style_weight=args.style_weight,
+            length_scale=args.length_scale,
+            noise_scale=args.noise_scale,
+            noise_w_scale=args.noise_w_scale,
+            sdp_ratio=args.sdp_ratio,
+        )
+        for name in [args.voice, *args.load_voice]:
+            if name:
+                check_voice_name(name)
+        config = ServerConfig(
+            uri=args.uri,
+            data_dirs=args.data_dir,
+            download_dir=args.download_dir,
+            download=not args.no_download,
+            download_repo=args.download_repo,
+            download_revision=args.download_revision,
+            voice=args.voice,
+            load_voices=args.load_voice,
+            style=args.style,
+            settings=settings,
+            samples_per_chunk=args.samples_per_chunk,
+            streaming=not args.no_streaming,
+            max_queue=args.max_queue,
+            max_text_length=args.max_text_length,
+            threads=args.threads,
+            warm_up=not args.no_warmup,
+            zeroconf=args.zeroconf,
+            zeroconf_host=args.zeroconf_host,
+        )
+        from .server.listener import Listener
+
+        listener = Listener(config.uri)  # reject a bad --uri before loading models
+        if config.zeroconf is not None and listener.scheme != "tcp":
+            raise StartupError("--zeroconf needs a tcp:// --uri")
+        if config.zeroconf_host:
+            import ipaddress
+
+            ipaddress.ip_address(config.zeroconf_host)
+    except (StartupError, ValueError) as err:  # InvalidSettings, InvalidVoiceName, bad URI or address
+        log.error("%s", err)
+        return 2
+    try:
+        selection = ensure_voices(config)  # may download configured voices
+        from .server.app import run_server  # the engine: heavy imports only now
+
+        run_server(config, selection)
+    except StartupError as err:
+        log.error("%s", err)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def run() -> None:
+    """Console entry point `wyoming-hayakoe`."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,1 @@
+"""The Wyoming server: protocol handler, Info, scheduler, sentence streaming, zeroconf, health check."""

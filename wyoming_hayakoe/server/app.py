@@ -1,0 +1,126 @@
+"""Startup and shutdown: voices on disk → engine loaded and warm → serving → clean exit."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from functools import partial
+
+from ..engine.engine import Engine
+from ..engine.settings import SynthesisSettings
+from ..store import MissingModelFiles
+from .config import ServerConfig, StartupError, VoiceSelection, ensure_voices
+from .handler import HayakoeHandler, ServerOptions, Service
+from .info import voice_card
+from .listener import Listener
+from .scheduler import Scheduler
+from .zeroconf import ZeroconfAdvertiser, advertised_address, default_service_name
+
+_LOGGER = logging.getLogger(__name__)
+
+
+def load_engine(config: ServerConfig, selection: VoiceSelection) -> tuple[Engine, str]:
+    """Load (and warm up) every voice that will be served; returns the engine and default voice."""
+    data_dirs, default_voice, load = selection.data_dirs, selection.default_voice, selection.load
+    started = time.monotonic()
+    try:
+        engine = Engine(data_dirs, voices=load, threads=config.threads)
+    except (MissingModelFiles, ValueError) as err:  # missing files, a voice that is not JP-Extra
+        raise StartupError(str(err)) from err
+    if not engine.voices:
+        raise StartupError("No voice could be loaded from " + ", ".join(str(d) for d in data_dirs))
+    if default_voice not in engine.voices:
+        raise StartupError(f"The default voice {default_voice!r} is not loaded")
+    style = config.style
+    if style is not None and style not in engine.voices[default_voice].styles:
+        raise StartupError(
+            f"The default voice {default_voice!r} has no style {style!r}; "
+            f"styles: {', '.join(engine.voices[default_voice].styles)}"
+        )
+    if config.warm_up:
+        engine.warm_up()
+    _LOGGER.info(
+        "Ready in %.1f s: %d voice(s), default %s; %s",
+        time.monotonic() - started,
+        len(engine.voices),
+        default_voice,
+        "; ".join(f"{v.name} ({v.sample_rate} Hz) from {v.files.folder}" for v in engine.voices.values()),
+    )
+    return engine, default_voice
+
+
+def build_service(config: ServerConfig, engine: Engine, default_voice: str, scheduler: Scheduler) -> Service:
+    preferred = config.style or SynthesisSettings().style  # Neutral, where a voice has it
+    cards = {name: voice_card(name, voice.styles, preferred) for name, voice in engine.voices.items()}
+    options = ServerOptions(
+        default_voice=default_voice,
+        settings=config.settings,
+        samples_per_chunk=config.samples_per_chunk,
+        streaming=config.streaming,
+        max_text_length=config.max_text_length,
+    )
+    return Service(engine, scheduler, options, cards)
+
+
+async def serve(config: ServerConfig, service: Service) -> None:
+    """Serve until SIGTERM/SIGINT (or, for stdio, until stdin closes)."""
+    listener = Listener(config.uri)
+    if config.zeroconf is not None and listener.scheme != "tcp":
+        raise StartupError("--zeroconf needs a tcp:// --uri")
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):
+            pass
+
+    await listener.start(partial(HayakoeHandler, service))
+    _LOGGER.info("Listening on %s", listener.address)
+    advertiser: ZeroconfAdvertiser | None = None
+    try:
+        if config.zeroconf is not None:
+            assert listener.host is not None and listener.port is not None
+            try:
+                address = advertised_address(listener.host, config.zeroconf_host)
+                advertiser = ZeroconfAdvertiser(config.zeroconf or default_service_name(), listener.port, address)
+                await advertiser.register()
+            except Exception as err:  # discovery is a convenience: keep serving without it
+                _LOGGER.error("Zeroconf registration failed (%s); serving without discovery", err)
+                if advertiser is not None:
+                    await advertiser.close()
+                advertiser = None
+        closed = asyncio.create_task(listener.wait_closed())
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait([closed, stopping], return_when=asyncio.FIRST_COMPLETED)
+        for task in (closed, stopping):
+            task.cancel()
+        _LOGGER.info("Shutting down")
+    finally:
+        if advertiser is not None:
+            try:
+                await asyncio.wait_for(advertiser.unregister(), 5)
+            except Exception:  # never block shutdown on mDNS
+                _LOGGER.warning("Zeroconf unregistration failed", exc_info=True)
+        await listener.stop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.remove_signal_handler(sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
+
+
+def run_server(config: ServerConfig, selection: VoiceSelection | None = None) -> None:
+    """Load, serve, shut down. Raises StartupError for configuration problems."""
+    engine, default_voice = load_engine(config, selection or ensure_voices(config))
+    scheduler = Scheduler(max_requests=config.max_queue)
+    scheduler.start()
+    service = build_service(config, engine, default_voice, scheduler)
+    try:
+        asyncio.run(serve(config, service))
+    finally:
+        if not scheduler.close(timeout=10):
+            _LOGGER.warning("The inference worker did not stop in time")
+    _LOGGER.info("Stopped")

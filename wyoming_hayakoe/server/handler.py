@@ -1,0 +1,524 @@
+"""One client connection, speaking the Wyoming TTS protocol as Home Assistant uses it.
+
+    describe                      → info
+    ping                          → pong
+    synthesize {text, voice?}     → audio-start, audio-chunk…, audio-stop   (or error)
+    synthesize-start {voice?}     ┐
+    synthesize-chunk {text} …     │ → audio-start, audio-chunk… as sentences complete,
+    synthesize {text}  (ignored)  │   audio-stop, synthesize-stopped
+    synthesize-stop               ┘   (an error, if any, comes before synthesize-stopped)
+    select-program, other events  → ignored, as the protocol asks
+
+Reading never waits for synthesis: each request gets a response task, and
+the reader keeps taking events (so streamed text is segmented while earlier
+sentences are being spoken, and a vanished client is noticed at once).
+Responses on one connection are written in request order. Each request is
+answered by exactly one of: its audio, or an `error` event with a stable
+`code`; a stream additionally always ends with `synthesize-stopped`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field, replace
+from typing import AsyncIterator, Awaitable, Callable
+
+from wyoming.error import Error
+from wyoming.event import Event, async_write_event
+from wyoming.info import Describe
+from wyoming.ping import Ping, Pong
+from wyoming.tts import (
+    Synthesize,
+    SynthesizeChunk,
+    SynthesizeStart,
+    SynthesizeStop,
+    SynthesizeStopped,
+    SynthesizeVoice,
+)
+
+from ..engine.engine import MAX_SENTENCE_CHARS, Engine, Utterance
+from ..engine.settings import SynthesisSettings
+from ..store import InvalidVoiceName
+from ..text.readings import safe_to_split
+from ..text.sentences import has_speech
+from .events import BadEvent, read_event
+from .info import StyleNotAvailable, VoiceCard, VoiceNotAvailable, build_info, resolve_voice
+from .scheduler import Busy, Lane, LaneClosed, Scheduler, SchedulerClosed
+from .sentence_stream import SentenceStream
+from .speech import AudioOut, WholeTextPauses, speak_sentences
+
+_LOGGER = logging.getLogger(__name__)
+
+
+class Codes:
+    """The `code` of every `error` event this server sends."""
+
+    EMPTY_TEXT = "empty-text"
+    UNKNOWN_VOICE = "unknown-voice"
+    UNKNOWN_STYLE = "unknown-style"
+    INVALID_VOICE_NAME = "invalid-voice-name"
+    TEXT_TOO_LONG = "text-too-long"
+    UNPRONOUNCEABLE = "unpronounceable"
+    BUSY = "busy"
+    BAD_REQUEST = "bad-request"
+    SHUTTING_DOWN = "shutting-down"
+    INTERNAL = "internal"
+
+
+class RequestError(Exception):
+    """A request that is answered with an `error` event."""
+
+    def __init__(self, code: str, text: str) -> None:
+        super().__init__(text)
+        self.code = code
+        self.text = text
+
+    def event(self) -> Event:
+        return Error(text=self.text, code=self.code).event()
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """Behaviour knobs that come from the command line."""
+
+    default_voice: str
+    settings: SynthesisSettings = field(default_factory=SynthesisSettings)
+    samples_per_chunk: int = 1024
+    streaming: bool = True
+    max_text_length: int = 10_000
+    max_sentence_length: int = MAX_SENTENCE_CHARS  # streamed text; `Engine.synthesize` bounds whole texts alike
+
+    @property
+    def max_data_bytes(self) -> int:
+        # JSON may spend up to 12 bytes on one character (a \uXXXX\uXXXX surrogate pair).
+        return max(1 << 20, self.max_text_length * 12 + (1 << 16))
+
+
+class Service:
+    """What every connection shares: engine, scheduler, options and the Info answer."""
+
+    def __init__(self, engine: Engine, scheduler: Scheduler, options: ServerOptions, cards: dict[str, VoiceCard]) -> None:
+        self.engine = engine
+        self.scheduler = scheduler
+        self.options = options
+        self.cards = cards
+        self.info_event = build_info(cards.values(), options.streaming, options.default_voice).event()
+
+    # -- request checks (fast; on the event loop) --------------------------------
+
+    def settings_for(self, voice: SynthesizeVoice | None) -> tuple[str, SynthesisSettings]:
+        """The voice name and settings of a request; RequestError if they are not usable."""
+        name = voice.name if voice is not None else None
+        speaker = voice.speaker if voice is not None else None
+        try:
+            voice_name, style = resolve_voice(self.cards, self.options.default_voice, name, speaker)
+        except InvalidVoiceName as err:
+            raise RequestError(Codes.INVALID_VOICE_NAME, str(err)) from None
+        except VoiceNotAvailable as err:
+            raise RequestError(Codes.UNKNOWN_VOICE, str(err)) from None
+        except StyleNotAvailable as err:
+            raise RequestError(Codes.UNKNOWN_STYLE, str(err)) from None
+        return voice_name, replace(self.options.settings, style=style)
+
+    def check_length(self, length: int) -> None:
+        limit = self.options.max_text_length
+        if length > limit:
+            raise RequestError(
+                Codes.TEXT_TOO_LONG, f"Text is too long: {length} characters, the limit is {limit} (--max-text-length)"
+            )
+
+    def open_lane(self, label: str) -> Lane:
+        try:
+            return self.scheduler.open_lane(label)
+        except Busy as err:
+            raise RequestError(Codes.BUSY, str(err)) from None
+        except SchedulerClosed as err:
+            raise RequestError(Codes.SHUTTING_DOWN, str(err)) from None
+
+
+def _voice_of(data: dict) -> SynthesizeVoice | None:
+    """The `voice` of a synthesize/synthesize-start event, checked for type."""
+    raw = data.get("voice")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise RequestError(Codes.BAD_REQUEST, "'voice' must be an object like {\"name\": ..., \"speaker\": ...}")
+    for key in ("name", "speaker", "language"):
+        if raw.get(key) is not None and not isinstance(raw[key], str):
+            raise RequestError(Codes.BAD_REQUEST, f"'voice.{key}' must be a string")
+    return SynthesizeVoice(name=raw.get("name"), speaker=raw.get("speaker"), language=raw.get("language"))
+
+
+def _text_of(data: dict, event_type: str) -> str:
+    text = data.get("text")
+    if not isinstance(text, str):
+        raise RequestError(Codes.BAD_REQUEST, f"'{event_type}' needs a 'text' string")
+    return text
+
+
+_END = object()
+
+
+class _StreamFailed(Exception):
+    def __init__(self, error: "RequestError") -> None:
+        super().__init__(error.text)
+        self.error = error
+
+
+class _Stream:
+    """A synthesize-start … synthesize-stop request while its text is arriving."""
+
+    def __init__(self, service: Service, label: str) -> None:
+        self.label = label
+        self.segmenter = SentenceStream(service.options.max_sentence_length, can_split=safe_to_split)
+        self.queue: asyncio.Queue = asyncio.Queue()  # sentences, then _END; a RequestError on failure
+        self.length = 0
+        self.failed = False
+        self.lane: Lane | None = None
+        self.utterance: Utterance | None = None
+        self.voice = ""
+
+    def fail(self, error: RequestError) -> None:
+        """Report `error` (once) and drop the rest of this stream's work."""
+        if self.failed:
+            return
+        self.failed = True
+        self.queue.put_nowait(error)
+        if self.lane is not None:
+            self.lane.close()
+
+    def add(self, sentences: list[str]) -> None:
+        if not self.failed:
+            for sentence in sentences:
+                self.queue.put_nowait(sentence)
+
+    async def sentences(self) -> AsyncIterator[str]:
+        """The sentences as they complete; raises _StreamFailed if the stream fails."""
+        while True:
+            item = await self.queue.get()
+            if item is _END:
+                return
+            if isinstance(item, RequestError):
+                raise _StreamFailed(item)
+            yield item
+
+    async def error(self) -> RequestError | None:
+        """After a failure: the error, once it is queued (it always is, by `fail`)."""
+        while True:
+            item = await self.queue.get()
+            if isinstance(item, RequestError):
+                return item
+
+
+class HayakoeHandler:
+    """Reads events from one client and answers them (see module docstring)."""
+
+    def __init__(
+        self,
+        service: Service,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        peer: str = "",
+        finish_on_eof: bool = False,
+    ) -> None:
+        self.service = service
+        # stdio: end of input is how a client says it is done, and answers are
+        # still wanted. A socket: a client that closes has gone away.
+        self.finish_on_eof = finish_on_eof
+        self.reader = reader
+        self.writer = writer
+        self.peer = peer or "client"
+        self._tail: asyncio.Task | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self._stream: _Stream | None = None
+        self._requests = 0
+        self._running = True
+        self._lanes: set[Lane] = set()
+
+    # -- connection --------------------------------------------------------------
+
+    async def run(self) -> None:
+        options = self.service.options
+        _LOGGER.debug("%s connected", self.peer)
+        gone = False
+        try:
+            while self._running:
+                try:
+                    item = await read_event(self.reader, options.max_data_bytes, 1 << 20)
+                except (ConnectionError, OSError):
+                    gone = True
+                    break
+                if item is None:
+                    break
+                if isinstance(item, BadEvent):
+                    self._on_bad_event(item)
+                    continue
+                try:
+                    self._on_event(item)
+                except RequestError as err:
+                    _LOGGER.info("%s: %s → error %s: %s", self.peer, item.type, err.code, err.text)
+                    self._reply(err.event())
+            if self._running and not gone and self._tail is not None:
+                if not self.finish_on_eof:
+                    # The client closed its end: drop its synthesis work at once.
+                    # Quick answers (info, errors) still go out, for half-closed
+                    # sockets such as `nc` in a health check.
+                    for lane in list(self._lanes):
+                        lane.close()
+                if self._stream is None:
+                    await asyncio.wait([self._tail], timeout=None if self.finish_on_eof else 10)
+        finally:
+            await self._close()
+
+    async def stop(self) -> None:
+        """Server shutdown: stop reading and cancel this connection's work."""
+        self._running = False
+        self.reader.feed_eof()
+        for task in list(self._tasks):
+            task.cancel()
+
+    async def _close(self) -> None:
+        self._running = False
+        if self._stream is not None:  # a stream that can never be completed
+            self._stream.fail(RequestError(Codes.BAD_REQUEST, "connection closed"))
+            self._stream = None
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=5)
+        try:
+            self.writer.close()
+        except (ConnectionError, OSError, RuntimeError):
+            pass
+        _LOGGER.debug("%s disconnected", self.peer)
+
+    async def write_event(self, event: Event) -> None:
+        await async_write_event(event, self.writer)
+
+    def _respond(self, respond: Callable[[], Awaitable[None]], lane: Lane | None = None) -> None:
+        """Run `respond` after every earlier response on this connection has been written."""
+        previous = self._tail
+
+        async def ordered() -> None:
+            try:
+                if previous is not None:
+                    await asyncio.wait([previous])
+                await respond()
+            except (ConnectionError, OSError) as err:
+                _LOGGER.info("%s: client gone (%s); dropping its work", self.peer, err)
+                self._running = False
+                self.reader.feed_eof()
+                current = asyncio.current_task()
+                for task in list(self._tasks):
+                    if task is not current:
+                        task.cancel()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a bug: log it, tell the client, keep the server up
+                _LOGGER.exception("%s: response failed", self.peer)
+                try:
+                    await self.write_event(RequestError(Codes.INTERNAL, "Internal server error (see the server log)").event())
+                except (ConnectionError, OSError):
+                    pass
+            finally:
+                if lane is not None:
+                    lane.close()
+                    self._lanes.discard(lane)
+
+        task = asyncio.create_task(ordered(), name=f"hayakoe response {self.peer}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        self._tail = task
+
+    def _reply(self, event: Event) -> None:
+        """A one-event answer, in order with the other responses."""
+
+        async def send() -> None:
+            await self.write_event(event)
+
+        self._respond(send)
+
+    # -- events ------------------------------------------------------------------
+
+    def _on_bad_event(self, bad: BadEvent) -> None:
+        _LOGGER.warning("%s: %s", self.peer, bad.text)
+        stream = self._stream
+        if bad.code == "too-large" and bad.type in ("synthesize", "synthesize-chunk"):
+            if stream is not None and bad.type == "synthesize":
+                return  # the duplicate of a stream's text: ignored anyway
+            error = RequestError(Codes.TEXT_TOO_LONG, f"Text is too long ({bad.text}); the limit is "
+                                 f"{self.service.options.max_text_length} characters (--max-text-length)")
+        else:
+            error = RequestError(Codes.BAD_REQUEST, bad.text)
+        if stream is not None and bad.type in ("synthesize-chunk", "synthesize-stop", "synthesize-start"):
+            stream.fail(error)
+            return
+        self._reply(error.event())
+
+    def _on_event(self, event: Event) -> None:
+        _LOGGER.debug("%s → %s", self.peer, event.type)
+        if Describe.is_type(event.type):
+            self._reply(self.service.info_event)
+        elif Synthesize.is_type(event.type):
+            self._on_synthesize(event)
+        elif SynthesizeStart.is_type(event.type):
+            self._on_synthesize_start(event)
+        elif SynthesizeChunk.is_type(event.type):
+            self._on_synthesize_chunk(event)
+        elif SynthesizeStop.is_type(event.type):
+            self._on_synthesize_stop()
+        elif Ping.is_type(event.type):
+            text = event.data.get("text")
+            self._reply(Pong(text=text if isinstance(text, str) else None).event())
+        else:
+            # select-program (we are the only program), and anything not for a TTS
+            # server: the protocol says to ignore events one does not handle.
+            _LOGGER.debug("%s: ignoring %s event", self.peer, event.type)
+
+    def _next_label(self, kind: str) -> str:
+        self._requests += 1
+        return f"{self.peer}#{self._requests} {kind}"
+
+    # synthesize ------------------------------------------------------------------
+
+    def _on_synthesize(self, event: Event) -> None:
+        if self._stream is not None:
+            return  # the full text HA sends inside a stream, for old servers: ignored
+        service = self.service
+        text = _text_of(event.data, "synthesize")
+        voice_name, settings = service.settings_for(_voice_of(event.data))
+        service.check_length(len(text))
+        if not text.strip():
+            raise RequestError(Codes.EMPTY_TEXT, "Text is empty: nothing to say")
+        label = self._next_label("synthesize")
+        lane = service.open_lane(label)
+        self._lanes.add(lane)
+        self._respond(lambda: self._speak_text(lane, label, text, voice_name, settings), lane)
+
+    async def _speak_text(self, lane: Lane, label: str, text: str, voice_name: str, settings: SynthesisSettings) -> None:
+        started = time.monotonic()
+        engine = self.service.engine
+        utterance = engine.utterance(voice_name, settings)
+        out = AudioOut(self.write_event, utterance.voice.sample_rate, self.service.options.samples_per_chunk)
+        try:
+            plan = await lane.run(lambda: engine.plan(text))
+            if not has_speech(plan.text):
+                error = RequestError(Codes.UNPRONOUNCEABLE, "Nothing in the text can be read aloud (no letters, kana, kanji or digits)")
+                _LOGGER.info("%s: error %s: %s", label, error.code, error.text)
+                await self.write_event(error.event())
+                return
+            pauses = WholeTextPauses(engine, utterance, plan)
+            result = await speak_sentences(
+                lane, out, utterance, plan.sentences, label, pause_before=pauses.before,
+                clock=lambda: time.monotonic() - started,
+            )
+        except LaneClosed:
+            return  # client gone or server stopping: nobody to answer
+        if not out.started:
+            reason = result.skipped[0] if result.skipped else "nothing is left after removing markup and symbols"
+            error = RequestError(Codes.UNPRONOUNCEABLE, f"Nothing in the text can be read aloud ({reason})")
+            _LOGGER.info("%s: error %s: %s", label, error.code, error.text)
+            await self.write_event(error.event())
+            return
+        await out.stop()
+        _LOGGER.info(
+            "%s: %s/%s, %d chars, %d sentences → %.2f s audio in %.2f s (first audio after %.2f s)",
+            label, voice_name, settings.style, len(text), result.sentences, out.seconds,
+            time.monotonic() - started, result.first_audio or 0.0,
+        )
+
+    # streaming -------------------------------------------------------------------
+
+    def _on_synthesize_start(self, event: Event) -> None:
+        if self._stream is not None:
+            _LOGGER.warning("%s: synthesize-start inside a stream; ending the previous stream", self.peer)
+            self._on_synthesize_stop()
+        service = self.service
+        label = self._next_label("stream")
+        stream = _Stream(service, label)
+        self._stream = stream
+        try:
+            voice_name, settings = service.settings_for(_voice_of(event.data))
+            stream.voice = f"{voice_name}/{settings.style}"
+            stream.utterance = service.engine.utterance(voice_name, settings)
+            stream.lane = service.open_lane(label)
+            self._lanes.add(stream.lane)
+        except RequestError as err:
+            stream.fail(err)
+        self._respond(lambda: self._stream_out(stream), stream.lane)
+
+    def _on_synthesize_chunk(self, event: Event) -> None:
+        stream = self._stream
+        if stream is None:
+            raise RequestError(Codes.BAD_REQUEST, "synthesize-chunk outside a stream: send synthesize-start first")
+        if stream.failed:
+            return
+        try:
+            text = _text_of(event.data, "synthesize-chunk")
+            stream.length += len(text)
+            self.service.check_length(stream.length)
+        except RequestError as err:
+            stream.fail(err)
+            return
+        stream.add(stream.segmenter.feed(text))
+
+    def _on_synthesize_stop(self) -> None:
+        stream = self._stream
+        if stream is None:
+            # Nothing to stop; answer anyway so a client waiting for it does not hang.
+            self._reply(SynthesizeStopped().event())
+            return
+        self._stream = None
+        if not stream.failed:
+            stream.add(stream.segmenter.finish())
+        stream.queue.put_nowait(_END)
+
+    async def _stream_out(self, stream: _Stream) -> None:
+        started = time.monotonic()
+        error: RequestError | None = None
+        out: AudioOut | None = None
+        result = None
+        if stream.failed or stream.utterance is None or stream.lane is None:
+            error = await stream.error()
+        else:
+            utterance = stream.utterance
+            out = AudioOut(self.write_event, utterance.voice.sample_rate, self.service.options.samples_per_chunk)
+            try:
+                result = await speak_sentences(
+                    stream.lane, out, utterance, stream.sentences(), stream.label,
+                    rewrite=self.service.engine.reader.stream(), clock=lambda: time.monotonic() - started,
+                )
+            except _StreamFailed as failed:
+                error = failed.error
+            except LaneClosed:
+                if not stream.failed:
+                    return  # client gone or server stopping
+                error = await stream.error()
+            except (ConnectionError, OSError):
+                raise  # the client is gone (handled by the caller)
+            except Exception:  # a bug: answer, and still end the stream properly
+                _LOGGER.exception("%s: synthesis failed", stream.label)
+                stream.fail(RequestError(Codes.INTERNAL, "Internal server error (see the server log)"))
+                error = await stream.error()
+            if error is None and result is not None and not out.started and (result.skipped or result.unspeakable):
+                reason = result.skipped[0] if result.skipped else "no letters, kana, kanji or digits"
+                error = RequestError(Codes.UNPRONOUNCEABLE, f"Nothing in the text can be read aloud ({reason})")
+        if error is not None:
+            await self.write_event(error.event())
+            _LOGGER.info("%s: error %s: %s", stream.label, error.code, error.text)
+        else:
+            assert out is not None and result is not None
+            await out.stop()  # with no text at all: a valid, empty answer
+            _LOGGER.info(
+                "%s: %s, %d chars, %d sentences → %.2f s audio in %.2f s (first audio after %.2f s)",
+                stream.label, stream.voice, stream.length, result.sentences, out.seconds,
+                time.monotonic() - started, result.first_audio or 0.0,
+            )
+        while not stream.queue.empty() or self._stream is stream:
+            # The rest of a failed stream: wait for its synthesize-stop.
+            if await stream.queue.get() is _END:
+                break
+        await self.write_event(SynthesizeStopped().event())

@@ -1,0 +1,167 @@
+"""What Describe answers: the `hayakoe` TTS program and its voices.
+
+Home Assistant's voice picker lists each advertised voice (by its
+`description`) and sends back only the voice name, plus a `speaker` that
+can be set in YAML but not in the UI. So that every style can be picked in
+the UI, each loaded voice is advertised twice over:
+
+- `jvnv-F1-jp`: the voice in its default style, with the styles listed as
+  `speakers` (a `speaker` option picks one);
+- `jvnv-F1-jp:Happy`, `jvnv-F1-jp:Sad`, …: one entry per style, described as
+  "JVNV F1 (female, Japanese) – Happy" (only for voices with several styles).
+
+`resolve_voice()` maps such a name (and an optional speaker) back to a voice
+and a style. A `speaker` sent with the request wins over the style in the
+name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from wyoming.info import Attribution, Info, TtsProgram, TtsVoice, TtsVoiceSpeaker
+
+from .. import __version__
+from ..store import InvalidVoiceName, check_voice_name
+
+PROGRAM_NAME = "hayakoe"
+STYLE_SEPARATOR = ":"
+
+PROGRAM_ATTRIBUTION = Attribution(name="HayaKoe (Style-Bert-VITS2 JP-Extra)", url="https://github.com/LemonDouble/hayakoe")
+PROGRAM_DESCRIPTION = "Japanese text to speech with HayaKoe (Style-Bert-VITS2 JP-Extra) voices on ONNX Runtime"
+
+JVNV = Attribution(
+    name="JVNV corpus, CC BY-SA 4.0",
+    url="https://sites.google.com/site/shinnosuketakamichi/research-topics/jvnv_corpus",
+)
+TSUKUYOMI = Attribution(
+    name="Tsukuyomi-chan corpus (Rei Yumesaki), Tsukuyomi-chan character and corpus licence",
+    url="https://tyc.rei-yumesaki.net/material/corpus/",
+)
+AMITARO = Attribution(name="Amitaro's voice material workshop (amitaro.net)", url="https://amitaro.net/")
+UNKNOWN = Attribution(name="Custom voice (see the model's own licence)", url="")
+
+_JVNV_SPEAKERS = {"F1": "female", "F2": "female", "M1": "male", "M2": "male"}
+_AMITARO_MOODS = {
+    "normal": "normal",
+    "runrun": "excited",
+    "yofukashi": "calm",
+    "punsuka": "angry",
+    "sasayaki_a": "whisper A",
+    "sasayaki_b": "whisper B",
+}
+
+
+@dataclass(frozen=True)
+class VoiceCard:
+    """How one installed voice is presented."""
+
+    name: str
+    description: str
+    attribution: Attribution
+    styles: tuple[str, ...]
+    default_style: str
+
+
+def describe_voice(name: str) -> tuple[str, Attribution]:
+    """A human description and the attribution for a voice folder name."""
+    if name.startswith("jvnv-"):
+        parts = name.split("-")
+        if len(parts) >= 2 and parts[1] in _JVNV_SPEAKERS:
+            return f"JVNV {parts[1]} ({_JVNV_SPEAKERS[parts[1]]}, Japanese)", JVNV
+        return f"JVNV {name[5:]} (Japanese)", JVNV
+    if name == "tsukuyomi_chan":
+        return "Tsukuyomi-chan (female, Japanese)", TSUKUYOMI
+    if name.startswith("amitaro_"):
+        mood = _AMITARO_MOODS.get(name[len("amitaro_") :], name[len("amitaro_") :].replace("_", " "))
+        return f"Amitaro, {mood} (female, Japanese)", AMITARO
+    pretty = name.replace("_", " ").replace("-", " ").strip() or name
+    return f"{pretty} (Japanese)", UNKNOWN
+
+
+def voice_card(name: str, styles: Iterable[str], preferred_style: str | None) -> VoiceCard:
+    styles = tuple(styles)
+    default = preferred_style if preferred_style in styles else (styles[0] if styles else "")
+    description, attribution = describe_voice(name)
+    return VoiceCard(name, description, attribution, styles, default)
+
+
+def build_info(cards: Iterable[VoiceCard], streaming: bool, default_voice: str | None = None) -> Info:
+    """The Info event body: one installed program, base voices plus voice:style entries."""
+    voices: list[TtsVoice] = []
+    for card in sorted(cards, key=lambda c: (c.name != default_voice, c.name)):
+        voices.append(
+            TtsVoice(
+                name=card.name,
+                description=card.description,
+                attribution=card.attribution,
+                installed=True,
+                version=None,
+                languages=["ja"],
+                speakers=[TtsVoiceSpeaker(name=style) for style in card.styles] or None,
+            )
+        )
+        for style in card.styles if len(card.styles) > 1 else ():
+            voices.append(
+                TtsVoice(
+                    name=f"{card.name}{STYLE_SEPARATOR}{style}",
+                    description=f"{card.description} – {style}",
+                    attribution=card.attribution,
+                    installed=True,
+                    version=None,
+                    languages=["ja"],
+                    speakers=None,
+                )
+            )
+    program = TtsProgram(
+        name=PROGRAM_NAME,
+        description=PROGRAM_DESCRIPTION,
+        attribution=PROGRAM_ATTRIBUTION,
+        installed=True,
+        version=__version__,
+        voices=voices,
+        supports_synthesize_streaming=streaming,
+    )
+    return Info(tts=[program])
+
+
+class VoiceNotAvailable(LookupError):
+    """A voice name that is well formed but not loaded."""
+
+
+class StyleNotAvailable(LookupError):
+    """A style the chosen voice does not have."""
+
+
+def resolve_voice(
+    cards: Mapping[str, VoiceCard], default_voice: str, name: str | None, speaker: str | None
+) -> tuple[str, str]:
+    """(voice, style) for a request's voice name and speaker.
+
+    Raises InvalidVoiceName (path-like or malformed names), VoiceNotAvailable
+    and StyleNotAvailable. Only names of loaded voices are ever accepted; the
+    name is never used to build a path.
+    """
+    style: str | None = None
+    if name is None or name == "":
+        voice = default_voice
+    else:
+        if not isinstance(name, str):
+            raise InvalidVoiceName(f"Invalid voice name: {name!r}")
+        voice, sep, style_part = name.partition(STYLE_SEPARATOR)
+        check_voice_name(voice)
+        if sep:
+            style = style_part
+    card = cards.get(voice)
+    if card is None:
+        raise VoiceNotAvailable(f"Unknown voice {voice!r}; available: {', '.join(sorted(cards)) or 'none'}")
+    if speaker not in (None, ""):
+        if not isinstance(speaker, str):
+            raise StyleNotAvailable(f"Invalid speaker: {speaker!r}")
+        style = speaker
+    if style is None:
+        style = card.default_style
+    if style not in card.styles:
+        raise StyleNotAvailable(f"Voice {voice!r} has no style {style!r}; styles: {', '.join(card.styles)}")
+    return voice, style

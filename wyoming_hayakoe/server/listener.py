@@ -1,0 +1,136 @@
+"""Accepting connections on tcp://, unix:// or stdio:// and shutting them down cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Callable
+from urllib.parse import urlparse
+
+_LOGGER = logging.getLogger(__name__)
+
+#: Called with (reader, writer, peer, finish_on_eof) and returns an object with `run()` and `stop()` coroutines.
+HandlerFactory = Callable[[asyncio.StreamReader, asyncio.StreamWriter, str], object]
+
+
+class Listener:
+    """Serves one URI; `start()` binds, `wait_closed()` returns once stdio ends, `stop()` closes."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+        parsed = urlparse(uri)
+        self.scheme = parsed.scheme
+        if self.scheme == "tcp":
+            if not parsed.hostname or parsed.port is None:
+                raise ValueError(f"{uri!r}: a tcp:// URI needs a host and a port, e.g. tcp://0.0.0.0:10200")
+            self.host: str | None = parsed.hostname
+            self.port: int | None = parsed.port
+        elif self.scheme == "unix":
+            if not parsed.path:
+                raise ValueError(f"{uri!r}: a unix:// URI needs a socket path, e.g. unix:///run/hayakoe.sock")
+            self.host, self.port = None, None
+        elif self.scheme == "stdio":
+            self.host, self.port = None, None
+        else:
+            raise ValueError(f"{uri!r}: only tcp://, unix:// and stdio:// are supported")
+        self.path = Path(parsed.path) if self.scheme == "unix" else None
+        self._server: asyncio.AbstractServer | None = None
+        self._handlers: dict[asyncio.Task, object] = {}
+        self._stdio_done: asyncio.Event | None = None
+
+    @property
+    def address(self) -> str:
+        """The URI actually served (with the real port when 0 was asked for)."""
+        if self.scheme == "tcp":
+            host = f"[{self.host}]" if self.host and ":" in self.host else self.host
+            return f"tcp://{host}:{self.port}"
+        return self.uri
+
+    async def start(self, factory: HandlerFactory) -> None:
+        if self.scheme == "tcp":
+            self._server = await asyncio.start_server(lambda r, w: self._accept(factory, r, w), self.host, self.port)
+            self.port = self._server.sockets[0].getsockname()[1]
+        elif self.scheme == "unix":
+            assert self.path is not None
+            if self.path.is_socket():
+                self.path.unlink()  # left over from a previous run
+            self._server = await asyncio.start_unix_server(lambda r, w: self._accept(factory, r, w), str(self.path))
+        else:
+            await self._start_stdio(factory)
+
+    async def _start_stdio(self, factory: HandlerFactory) -> None:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=1 << 16)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+        stdout = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
+        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, stdout)
+        writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        self._stdio_done = asyncio.Event()
+        self._accept(factory, reader, writer, peer="stdio", finish_on_eof=True)
+
+    def _accept(
+        self,
+        factory: HandlerFactory,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        peer: str = "",
+        finish_on_eof: bool = False,
+    ) -> None:
+        if not peer:
+            name = writer.get_extra_info("peername")
+            if isinstance(name, tuple) and len(name) >= 2:
+                peer = f"{name[0]}:{name[1]}"
+            else:
+                peer = "unix-client"
+        sock = writer.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # small events, sent at once
+            except OSError:
+                pass
+        handler = factory(reader, writer, peer, finish_on_eof)
+        task = asyncio.create_task(handler.run(), name=f"connection {peer}")
+        self._handlers[task] = handler
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task) -> None:
+        self._handlers.pop(task, None)
+        if not task.cancelled() and task.exception() is not None:
+            _LOGGER.error("Connection handler failed", exc_info=task.exception())
+        if self._stdio_done is not None:
+            self._stdio_done.set()
+
+    async def wait_closed(self) -> None:
+        """For stdio: until the client closes stdin. Otherwise: forever."""
+        if self._stdio_done is not None:
+            await self._stdio_done.wait()
+        else:
+            await asyncio.Event().wait()
+
+    @property
+    def connections(self) -> int:
+        return len(self._handlers)
+
+    async def stop(self, timeout: float = 5.0) -> None:
+        """Stop accepting, end every connection (their pending work is cancelled)."""
+        if self._server is not None:
+            self._server.close()
+        handlers = list(self._handlers.items())
+        for _, handler in handlers:
+            await handler.stop()
+        tasks = [task for task, _ in handlers]
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=timeout)
+            for task in pending:
+                task.cancel()
+        if self._server is not None:
+            try:
+                await asyncio.wait_for(self._server.wait_closed(), timeout)
+            except asyncio.TimeoutError:
+                pass
+        if self.path is not None and self.path.is_socket():
+            self.path.unlink()

@@ -1,0 +1,178 @@
+"""Incremental sentence segmentation for streamed text (LLM token deltas).
+
+`SentenceStream.feed()` takes text in arbitrary pieces and returns each
+sentence as soon as it is certainly complete; `finish()` returns the rest.
+A sentence ends:
+
+- after Japanese enders `。！？｡` or ASCII `!?`, together with any run of
+  further enders, dots and closing brackets/quotes that follow (`！？」`);
+- after an ASCII or full-width full stop (`.`/`．`) followed by whitespace or
+  a non-Latin character, so `3.14`, `e.g.` inside words and `example.com` do
+  not split;
+- at a line break.
+
+An ender at the very end of the text received so far is held back until the
+next character shows whether a closer follows (or until `finish()`).
+
+Runaway sentences are capped: a sentence longer than `max_length` characters
+is cut at its last comma, colon or space within the limit (a hard cut if it
+has none), so one endless sentence cannot delay the first audio or overflow
+the models.
+
+Pieces without a spoken character (only symbols, emoji, stray punctuation)
+are not sentences of their own: they are put in front of the next sentence,
+and dropped at the end if something was already spoken.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..text.sentences import has_speech
+
+#: (buffer, index) -> may the buffer be cut at index? (e.g. `text.readings.safe_to_split`)
+CanSplit = Callable[[str, int], bool]
+
+DEFAULT_MAX_LENGTH = 200
+
+_STRONG_ENDERS = frozenset("。！？｡!?")
+_FULL_STOPS = frozenset(".．")
+_CLOSERS = frozenset("」』）)］]｝}】〕〉》≫〙〗〛”’\"'＞>")
+# What may follow an ender and still belong to the same sentence end.
+_TRAILERS = _STRONG_ENDERS | _FULL_STOPS | _CLOSERS | frozenset("…‥")
+# Where an over-long sentence is best cut (after the character).
+_SOFT_BREAKS = frozenset("、，,；;：:・　 \t")
+_MAX_CARRY = 32
+
+
+def _is_latin_or_digit(ch: str) -> bool:
+    return ch.isascii() and ch.isalnum()
+
+
+def _cut_position(text: str, max_length: int, can_split: CanSplit | None = None) -> int:
+    """Where to cut a runaway sentence: after the last soft break within the cap."""
+    window = text[:max_length]
+    floor = max_length // 4
+    for pos in range(len(window) - 1, floor - 1, -1):
+        if window[pos] in _SOFT_BREAKS and (can_split is None or can_split(text, pos + 1)):
+            return pos + 1
+    return max_length  # no good place: a hard cut
+
+
+class SentenceStream:
+    """Feed text deltas, get complete sentences back in order."""
+
+    def __init__(self, max_length: int = DEFAULT_MAX_LENGTH, can_split: CanSplit | None = None) -> None:
+        if max_length < 10:
+            raise ValueError("max_length must be at least 10")
+        self.max_length = max_length
+        self.can_split = can_split
+        self._pending = ""
+        self._carry = ""  # unspoken text waiting to be put in front of the next sentence
+        self._spoken = False
+
+    @property
+    def pending(self) -> str:
+        """Text received but not yet returned as a sentence."""
+        return self._carry + self._pending
+
+    def feed(self, text: str) -> list[str]:
+        """Add a piece of text; return the sentences it completed."""
+        self._pending += text
+        return self._drain(final=False)
+
+    def finish(self) -> list[str]:
+        """End of text: return every remaining sentence."""
+        sentences = self._drain(final=True)
+        sentences += self._emit(self._pending)
+        self._pending = ""
+        if self._carry and not self._spoken:
+            # Nothing speakable came at all: hand it over anyway, so the
+            # caller can tell "unpronounceable" from "empty".
+            sentences.append(self._carry)
+        self._carry = ""
+        return sentences
+
+    # -- internals -----------------------------------------------------------
+
+    def _drain(self, final: bool) -> list[str]:
+        out: list[str] = []
+        while True:
+            end = self._boundary(self._pending, final)
+            if end is None:
+                break
+            out += self._emit(self._pending[:end])
+            self._pending = self._pending[end:]
+        # A tail without any boundary yet: cap it.
+        while len(self._pending) > self.max_length:
+            cut = _cut_position(self._pending, self.max_length, self.can_split)
+            out += self._emit(self._pending[:cut])
+            self._pending = self._pending[cut:]
+        return out
+
+    def _boundary(self, text: str, final: bool) -> int | None:
+        """End index of the first complete sentence in `text`, or None."""
+        i = 0
+        n = len(text)
+        while i < n:
+            ch = text[i]
+            end: int | None = None
+            if ch in "\r\n":
+                end = i + 1
+            elif ch in _STRONG_ENDERS or ch in _FULL_STOPS:
+                j = i + 1
+                while j < n and text[j] in _TRAILERS:
+                    j += 1
+                if j == n:
+                    return n if final else None  # a closer may still come
+                if ch in _FULL_STOPS and j - i == 1 and (_is_latin_or_digit(text[j]) or text[j] in ",;:-_/@%"):
+                    i = j  # 3.14, example.com, e.g.x
+                    continue
+                end = j
+            if end is not None:
+                if self.can_split is None or self.can_split(text, end):
+                    return end
+                i = end  # not here (inside a number, a URL, code…): look further
+                continue
+            i += 1
+        return None
+
+    def _emit(self, piece: str) -> list[str]:
+        """Strip, cap and attach unspoken pieces to the next sentence."""
+        out: list[str] = []
+        piece = piece.strip()
+        while piece:
+            if len(piece) > self.max_length:
+                cut = _cut_position(piece, self.max_length, self.can_split)
+                head, piece = piece[:cut].strip(), piece[cut:].strip()
+            else:
+                head, piece = piece, ""
+            if not head:
+                continue
+            if has_speech(head):
+                out.append(self._carry + head)
+                self._carry = ""
+                self._spoken = True
+            elif out:
+                out[-1] += head  # trailing symbols belong to the sentence before
+            else:
+                # Keep a little of it for the next sentence (an opening
+                # bracket, say); symbols alone are never spoken anyway.
+                self._carry = (self._carry + head)[-_MAX_CARRY:]
+        return out
+
+
+def cap_sentence(sentence: str, max_length: int = DEFAULT_MAX_LENGTH, can_split: CanSplit | None = None) -> list[str]:
+    """`sentence` cut into pieces of at most `max_length` characters (see `SentenceStream`)."""
+    if len(sentence) <= max_length:
+        return [sentence]
+    pieces: list[str] = []
+    rest = sentence
+    while len(rest) > max_length:
+        cut = _cut_position(rest, max_length, can_split)
+        head, rest = rest[:cut].strip(), rest[cut:].strip()
+        if head:
+            pieces.append(head)
+    if rest:
+        pieces.append(rest)
+    return pieces
