@@ -66,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     voices.add_argument("--load-voice", action="append", default=[], metavar="VOICE",
                         help="Serve only these voices plus --voice (repeatable; downloaded if missing). Default: every installed voice")
     voices.add_argument("--no-warmup", action="store_true", help="Skip the warm-up synthesis at startup")
+    voices.add_argument("--dictionary", type=Path, default=None, metavar="FILE",
+                        help="User dictionary: lines of 'surface, reading[, accent[, priority]]' (see the README)")
 
     synth = parser.add_argument_group("synthesis defaults")
     synth.add_argument("--style", default=None, metavar="STYLE",
@@ -134,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             warm_up=not args.no_warmup,
             zeroconf=args.zeroconf,
             zeroconf_host=args.zeroconf_host,
+            dictionary=args.dictionary,
         )
         from .server.listener import Listener
 

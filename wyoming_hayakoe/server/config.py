@@ -45,6 +45,7 @@ class ServerConfig:
     warm_up: bool = True
     zeroconf: str | None = None  # service name; None = off
     zeroconf_host: str | None = None
+    dictionary: Path | None = None  # user dictionary file
 
 
 def _missing(data_dirs: Sequence[Path], voices: Sequence[str]) -> list[str]:
