@@ -1,0 +1,283 @@
+"""Side-by-side benchmark: our Wyoming server against the hayakoe library.
+
+    python tools/benchmark.py [--rounds 3] [--out bench-results]
+
+Builds the full-size stand-in models if missing (a few minutes, once), then,
+with noise 0 and the same texts on both sides, alternates runs of
+
+* our server over the Wyoming protocol (`synthesize` → first `audio-chunk`), and
+* hayakoe 1.3.1 in its own process (`stream()` → first chunk),
+
+and reports medians and ratios (ours / hayakoe) of time to first audio,
+speed factor (audio seconds per compute second), peak RSS (VmHWM) with one
+and two voices, and ready time (process start → first request answerable).
+It then runs the independent client wyoming-bench against our server.
+Results go to a JSON file and a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+VOICES = ("standin-a", "standin-b")
+TEXTS = {
+    "short": "おはようございます。",
+    "briefing": (
+        "おはようございます。今日の東京は晴れのち曇り、最高気温は二十三度の予想です。"
+        "午後から風が強くなるので、お出かけの際はお気をつけください。"
+    ),
+    "long": (
+        "本日の予定をお知らせします。午前十時から、リビングの掃除ロボットが動きます。"
+        "正午には、冷蔵庫の中身を確認するよう通知が届きます。"
+        "夕方六時になると、玄関の照明が自動で点灯し、エアコンが二十五度に設定されます。"
+        "夜十一時には、すべての照明が消えて、おやすみモードに切り替わります。"
+    ),
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def vm_hwm_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
+def data_dir_with(full: Path, voices: tuple[str, ...], root: Path) -> Path:
+    """A data dir of symlinks holding the shared BERT and only `voices`."""
+    target = root / "+".join(voices)
+    if target.exists():
+        shutil.rmtree(target)
+    (target / "onnx" / "speakers").mkdir(parents=True)
+    (target / "bert").symlink_to(full / "bert")
+    (target / "onnx" / "bert").symlink_to(full / "onnx" / "bert")
+    for voice in voices:
+        (target / "onnx" / "speakers" / voice).symlink_to(full / "onnx" / "speakers" / voice)
+    return target
+
+
+@dataclass
+class Side:
+    """Measurements of one system."""
+
+    ready: list[float] = field(default_factory=list)
+    first_audio: dict[str, list[float]] = field(default_factory=dict)
+    speed: dict[str, list[float]] = field(default_factory=dict)
+    rss_mib: dict[str, int] = field(default_factory=dict)
+
+    def add(self, text: str, first: float, total: float, audio: float) -> None:
+        self.first_audio.setdefault(text, []).append(first)
+        self.speed.setdefault(text, []).append(audio / total)
+
+
+class OurServer:
+    """Our server as a user runs it, talked to with wyoming's client."""
+
+    def __init__(self, data_dir: Path, voice: str, threads: int | None) -> None:
+        self.port = free_port()
+        cmd = [sys.executable, "-m", "wyoming_hayakoe", "--uri", f"tcp://127.0.0.1:{self.port}",
+               "--data-dir", str(data_dir), "--voice", voice, "--noise-scale", "0", "--noise-w-scale", "0"]
+        if threads:
+            cmd += ["--threads", str(threads)]
+        started = time.monotonic()
+        self.process = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        asyncio.run(self._wait_ready())
+        self.ready = time.monotonic() - started
+
+    async def _wait_ready(self) -> None:
+        from wyoming.client import AsyncTcpClient
+        from wyoming.info import Describe, Info
+
+        deadline = time.monotonic() + 900
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited: {self.process.stderr.read().decode()[-2000:]}")
+            try:
+                async with AsyncTcpClient("127.0.0.1", self.port) as client:
+                    await client.write_event(Describe().event())
+                    event = await asyncio.wait_for(client.read_event(), 10)
+                    if event is not None and Info.is_type(event.type):
+                        return
+            except OSError:
+                pass
+            await asyncio.sleep(0.05)
+        raise TimeoutError("server did not answer Describe")
+
+    def synthesize(self, text: str, voice: str) -> tuple[float, float, float]:
+        return asyncio.run(self._synthesize(text, voice))
+
+    async def _synthesize(self, text: str, voice: str) -> tuple[float, float, float]:
+        from wyoming.audio import AudioChunk, AudioStop
+        from wyoming.client import AsyncTcpClient
+        from wyoming.error import Error
+        from wyoming.tts import Synthesize, SynthesizeVoice
+
+        async with AsyncTcpClient("127.0.0.1", self.port) as client:
+            start = time.monotonic()
+            await client.write_event(Synthesize(text=text, voice=SynthesizeVoice(name=voice)).event())
+            first = None
+            seconds = 0.0
+            while True:
+                event = await client.read_event()
+                if event is None or Error.is_type(event.type):
+                    raise RuntimeError(f"synthesis failed: {event}")
+                if AudioChunk.is_type(event.type):
+                    first = first if first is not None else time.monotonic() - start
+                    seconds += AudioChunk.from_event(event).seconds
+                elif AudioStop.is_type(event.type):
+                    return first, time.monotonic() - start, seconds
+
+    def stop(self) -> int:
+        rss = vm_hwm_kib(self.process.pid)
+        self.process.terminate()
+        self.process.wait(60)
+        return rss
+
+
+class HayakoeWorker:
+    """hayakoe in its own process (tools/bench_hayakoe.py)."""
+
+    def __init__(self, data_dir: Path, voices: tuple[str, ...]) -> None:
+        started = time.monotonic()
+        self.process = subprocess.Popen(
+            [sys.executable, str(ROOT / "tools" / "bench_hayakoe.py"), str(data_dir), *voices],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )
+        hello = json.loads(self.process.stdout.readline())
+        self.ready = time.monotonic() - started
+        self.rss = hello["vm_hwm_kib"]
+
+    def synthesize(self, text: str, voice: str) -> tuple[float, float, float]:
+        self.process.stdin.write(json.dumps({"text": text, "voice": voice}, ensure_ascii=False) + "\n")
+        self.process.stdin.flush()
+        answer = json.loads(self.process.stdout.readline())
+        self.rss = answer["vm_hwm_kib"]
+        return answer["first_audio"], answer["total"], answer["audio"]
+
+    def stop(self) -> int:
+        self.process.stdin.close()
+        self.process.wait(60)
+        return self.rss
+
+
+def ensure_full_standin(path: Path) -> Path:
+    if not (path / "standin.json").is_file():
+        from tools.standin_models import build
+
+        print(f"Building the full-size stand-in models in {path} (once; several minutes)...", flush=True)
+        build(path, size="full", speakers=VOICES, seed=0)
+    return path
+
+
+def run_wyoming_bench(port: int, voice: str, rounds: int) -> dict:
+    exe = shutil.which("wyoming-bench") or str(Path(sys.executable).parent / "wyoming-bench")
+    if not Path(exe).exists():
+        return {"skipped": "wyoming-bench is not installed (pip install wyoming-bench==2026.10.0)"}
+    cmd = [exe, "tts", f"127.0.0.1:{port}", "--mode", "both", "--no-unique", "--rounds", str(rounds), "--warmup", "1",
+           "--timeout", "120", "--config", json.dumps({"voice": {"name": voice}}), "--texts", *TEXTS.values()]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    return {"exit_code": done.returncode, "output": done.stdout[-6000:] + done.stderr[-2000:]}
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3, help="Runs per text and system (default: %(default)s)")
+    parser.add_argument("--models", type=Path, default=ROOT / ".cache" / "standin" / "full-seed0")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench-results")
+    parser.add_argument("--threads", type=int, default=None, help="--threads for our server (default: its own)")
+    parser.add_argument("--skip-wyoming-bench", action="store_true")
+    args = parser.parse_args()
+    os.environ["HF_HUB_OFFLINE"] = "1"
+
+    full = ensure_full_standin(args.models)
+    dirs = {n: data_dir_with(full, VOICES[:n], args.out / "data") for n in (1, 2)}
+    load_before = os.getloadavg()
+    ours, theirs = Side(), Side()
+    voice = VOICES[0]
+
+    server = OurServer(dirs[1], voice, args.threads)
+    worker = HayakoeWorker(dirs[1], VOICES[:1])
+    ours.ready.append(server.ready)
+    theirs.ready.append(worker.ready)
+    for round_ in range(args.rounds + 1):  # round 0 warms caches on both sides and is not counted
+        for name, text in TEXTS.items():
+            a = server.synthesize(text, voice)
+            b = worker.synthesize(text, voice)
+            if round_:
+                ours.add(name, *a)
+                theirs.add(name, *b)
+                print(f"round {round_} {name:8s} ours first {a[0]:.3f}s speed {a[2] / a[1]:.2f}x | "
+                      f"hayakoe first {b[0]:.3f}s speed {b[2] / b[1]:.2f}x", flush=True)
+    bench = {} if args.skip_wyoming_bench else run_wyoming_bench(server.port, voice, args.rounds)
+    ours.rss_mib["1 voice"] = server.stop() // 1024
+    theirs.rss_mib["1 voice"] = worker.stop() // 1024
+
+    server = OurServer(dirs[2], voice, args.threads)
+    worker = HayakoeWorker(dirs[2], VOICES)
+    ours.ready.append(server.ready)
+    theirs.ready.append(worker.ready)
+    for other in VOICES:
+        server.synthesize(TEXTS["short"], other)
+        worker.synthesize(TEXTS["short"], other)
+    ours.rss_mib["2 voices"] = server.stop() // 1024
+    theirs.rss_mib["2 voices"] = worker.stop() // 1024
+    load_after = os.getloadavg()
+
+    rows = []
+    for name in TEXTS:
+        for metric, a, b in (("first audio s", ours.first_audio, theirs.first_audio), ("speed factor", ours.speed, theirs.speed)):
+            rows.append((f"{metric} ({name})", median(a[name]), median(b[name])))
+    for key in ("1 voice", "2 voices"):
+        rows.append((f"peak RSS MiB ({key})", ours.rss_mib[key], theirs.rss_mib[key]))
+    rows.append(("ready s (1 voice)", ours.ready[0], theirs.ready[0]))
+    rows.append(("ready s (2 voices)", ours.ready[1], theirs.ready[1]))
+
+    width = max(len(r[0]) for r in rows)
+    lines = [f"{'metric':{width}s}  {'ours':>9s}  {'hayakoe':>9s}  {'ratio':>6s}"]
+    lines += [f"{m:{width}s}  {a:9.3f}  {b:9.3f}  {a / b:6.2f}" for m, a, b in rows]
+    lines.append(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}; {os.cpu_count()} CPUs")
+    table = "\n".join(lines)
+    print(table)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    result = {
+        "rows": [{"metric": m, "ours": a, "hayakoe": b, "ratio": a / b} for m, a, b in rows],
+        "raw": {"ours": ours.__dict__, "hayakoe": theirs.__dict__},
+        "load_average": {"before": load_before, "after": load_after},
+        "cpus": os.cpu_count(),
+        "rounds": args.rounds,
+        "wyoming_bench": bench,
+    }
+    (args.out / f"benchmark-{stamp}.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
+    (args.out / f"benchmark-{stamp}.txt").write_text(table + "\n\nwyoming-bench:\n" + bench.get("output", str(bench)))
+    print(f"Results: {args.out}/benchmark-{stamp}.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
