@@ -41,16 +41,12 @@ def main() -> int:
     if not text.strip():
         fail("no text to speak (give --text or pipe text on standard input)")
 
-    from ..text.user_dictionary import UserDictionaryError, load_user_dictionary
+    from ..text.user_dictionary import UserDictionaryError, apply_user_dictionary
 
-    keep_words: list[str] = []
-    if args.dictionary is not None:
-        try:
-            dictionary = load_user_dictionary(args.dictionary)
-            dictionary.apply()
-        except UserDictionaryError as err:
-            fail(str(err))
-        keep_words = dictionary.keep_words
+    try:
+        keep_words = apply_user_dictionary(args.dictionary)
+    except UserDictionaryError as err:
+        fail(str(err))
 
     if args.reading:
         from ..text.readings import HomeAssistantReader, katakana_reading

@@ -25,16 +25,13 @@ def load_engine(config: ServerConfig, selection: VoiceSelection) -> tuple[Engine
     """Load (and warm up) every voice that will be served; returns the engine and default voice."""
     data_dirs, default_voice, load = selection.data_dirs, selection.default_voice, selection.load
     started = time.monotonic()
-    keep_words: list[str] = []
-    if config.dictionary is not None:
-        from ..text.user_dictionary import UserDictionaryError, load_user_dictionary
+    from ..text.user_dictionary import UserDictionaryError, apply_user_dictionary
 
-        try:
-            dictionary = load_user_dictionary(config.dictionary)
-            dictionary.apply()
-        except UserDictionaryError as err:
-            raise StartupError(str(err)) from err
-        keep_words = dictionary.keep_words
+    try:
+        keep_words = apply_user_dictionary(config.dictionary)
+    except UserDictionaryError as err:
+        raise StartupError(str(err)) from err
+    if config.dictionary is not None:
         _LOGGER.info("User dictionary %s applied", config.dictionary)
     try:
         engine = Engine(data_dirs, voices=load, threads=config.threads, keep_words=keep_words)

@@ -213,6 +213,19 @@ def parse_user_dictionary(text: str, source: str = "<dictionary>") -> "UserDicti
     return UserDictionary(entries, source)
 
 
+def apply_user_dictionary(path: str | Path | None) -> list[str]:
+    """Load and apply the dictionary at `path` (nothing when None); returns its Latin surfaces.
+
+    Those surfaces must reach OpenJTalk untouched (`keep_words` of the engine
+    and the Home Assistant reader). Raises UserDictionaryError for a bad file.
+    """
+    if path is None:
+        return []
+    dictionary = load_user_dictionary(path)
+    dictionary.apply()
+    return dictionary.keep_words
+
+
 def load_user_dictionary(path: str | Path) -> "UserDictionary":
     """Read and check a dictionary file.
 
