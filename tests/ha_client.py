@@ -1,7 +1,7 @@
 """A Wyoming TTS client that behaves like Home Assistant 2026.11's `wyoming` integration.
 
 It reproduces, with the `wyoming` library HA pins, what HA sends and how it
-reads the answer (see /work/shared/notes/wyoming-ha.md §3):
+reads the answer (HA's `homeassistant/components/wyoming/tts.py`):
 
 - `describe()`: Describe → Info under a 5 s timeout, as HA's coordinator.
 - `synthesize()`: the non-streaming path. One `synthesize` with a `voice`

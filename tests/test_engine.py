@@ -11,6 +11,7 @@ import pytest
 import soundfile
 
 from wyoming_hayakoe.engine.engine import Engine, UnknownVoice, bounded_sentences
+from wyoming_hayakoe.engine.pauses import MIN_PAUSE_SECONDS, gap_samples, trailing_silence
 from wyoming_hayakoe.engine.settings import InvalidSettings, SynthesisSettings
 from wyoming_hayakoe.engine.voice import DECODE_MAX_FRAMES, UnknownStyle, Voice, decode_plan
 from wyoming_hayakoe.store import InvalidVoiceName, MissingModelFiles
@@ -63,7 +64,15 @@ def test_synthesize_yields_pcm_with_pauses(engine: Engine) -> None:
     assert np.abs(audio).max() < 32767  # not clipped
     one = np.concatenate(list(engine.synthesize("はい。", VOICE, QUIET)))
     two = np.concatenate(list(engine.synthesize("そうです。", VOICE, QUIET)))
-    assert len(audio) >= len(one) + len(two)  # joined after each other, nothing cut or overlapped
+    rate = engine.voice(VOICE).sample_rate
+    gap = len(audio) - len(one) - len(two)  # zeros added between the sentences
+    assert gap >= 0
+    # The gap tops the first sentence's own trailing silence up to the predicted pause (>= 80 ms);
+    # measured here on 16-bit audio, so allow one 10 ms window of difference.
+    target = engine.boundary_pauses(engine.voice(VOICE), "はい。そうです。", 2, QUIET).target(0)
+    expected = gap_samples(trailing_silence(one / 32767.0, rate), target, rate)
+    assert target >= MIN_PAUSE_SECONDS and expected > 0
+    assert abs(gap - expected) <= rate // 100 + 1
 
 
 def test_empty_text_gives_no_audio(engine: Engine) -> None:

@@ -17,17 +17,11 @@ from pathlib import Path
 
 from . import __version__
 from .engine.settings import SynthesisSettings
+from .cli.common import positive_int
 from .store import DEFAULT_REPO, check_voice_name
 
 DEFAULT_URI = "tcp://127.0.0.1:10200"
 ENV_ARGS = "WYOMING_HAYAKOE_ARGS"
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,12 +39,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="Address to advertise over mDNS (default: this host's LAN address when bound to 0.0.0.0)")
     server.add_argument("--no-streaming", action="store_true",
                         help="Do not advertise streaming text input (streaming requests are still accepted)")
-    server.add_argument("--samples-per-chunk", type=_positive_int, default=1024, metavar="N", help="Samples per audio-chunk event (default: %(default)s)")
-    server.add_argument("--max-queue", type=_positive_int, default=8, metavar="N",
+    server.add_argument("--samples-per-chunk", type=positive_int, default=1024, metavar="N", help="Samples per audio-chunk event (default: %(default)s)")
+    server.add_argument("--max-queue", type=positive_int, default=8, metavar="N",
                         help="Synthesis requests in progress or waiting at once; more are refused with error 'busy' (default: %(default)s)")
-    server.add_argument("--max-text-length", type=_positive_int, default=10_000, metavar="CHARS",
+    server.add_argument("--max-text-length", type=positive_int, default=10_000, metavar="CHARS",
                         help="Longest text (characters) one request may send; longer ones get error 'text-too-long' (default: %(default)s)")
-    server.add_argument("--threads", type=_positive_int, default=None, metavar="N",
+    server.add_argument("--threads", type=positive_int, default=None, metavar="N",
                         help="CPU threads for inference (default: ONNX Runtime's choice, all cores)")
 
     voices = parser.add_argument_group("voices")

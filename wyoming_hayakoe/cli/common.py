@@ -33,6 +33,14 @@ def settings_from(args: argparse.Namespace) -> SynthesisSettings:
     )
 
 
+def positive_int(text: str) -> int:
+    """argparse type: a whole number of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def add_data_dir_argument(parser: argparse.ArgumentParser, required: bool = True) -> None:
     parser.add_argument(
         "--data-dir", type=Path, action="append", required=required, default=None,

@@ -10,7 +10,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from .common import add_data_dir_argument, add_synthesis_arguments, fail, run_cli, settings_from, setup_logging
+from .common import (
+    add_data_dir_argument,
+    add_synthesis_arguments,
+    fail,
+    positive_int,
+    run_cli,
+    settings_from,
+    setup_logging,
+)
 
 
 def main() -> int:
@@ -28,7 +36,7 @@ def main() -> int:
         "--dictionary", type=Path, metavar="FILE",
         help="User dictionary: lines of 'surface, reading[, accent[, priority]]' (see the README)",
     )
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for inference (default: all cores)")
+    parser.add_argument("--threads", type=positive_int, default=None, help="CPU threads for inference (default: all cores)")
     parser.add_argument("--debug", action="store_true")
     args = parser.parse_args()
     setup_logging(args.debug)

@@ -85,7 +85,10 @@ async def serve(config: ServerConfig, service: Service) -> None:
         except (NotImplementedError, RuntimeError):
             pass
 
-    await listener.start(partial(HayakoeHandler, service))
+    try:
+        await listener.start(partial(HayakoeHandler, service))
+    except OSError as err:  # port in use, no permission, bad socket path
+        raise StartupError(f"Cannot listen on {config.uri}: {err.strerror or err}") from err
     _LOGGER.info("Listening on %s", listener.address)
     advertiser: ZeroconfAdvertiser | None = None
     try:

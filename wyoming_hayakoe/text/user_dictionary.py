@@ -28,7 +28,7 @@ priority
     dictionary when both could split the text.
 
 Applying a dictionary changes pyopenjtalk's global state, so it is an
-explicit call made once at start-up: ``load_user_dictionary(path).apply()``.
+explicit call made once at start-up: ``apply_user_dictionary(path)``.
 The dictionary is compiled with pyopenjtalk's ``mecab_dict_index`` into a
 temporary directory kept for the life of the process.
 """
