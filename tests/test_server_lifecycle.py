@@ -56,7 +56,7 @@ def test_help_lists_the_flags():
         (["--length-scale", "99"], "length_scale"),
         (["--uri", "http://127.0.0.1:1"], "tcp://"),
         (["--uri", "tcp://127.0.0.1"], "port"),
-        (["--zeroconf", "--uri", "unix://x.sock"], "tcp://"),
+        (["--zeroconf", "--uri", "unix:///run/hayakoe-test.sock"], "tcp://"),
     ],
 )
 def test_configuration_errors_are_clear(tmp_path, args, message):
