@@ -9,9 +9,10 @@
 #   HAYAKOE_VOICES      voices to put into the image, separated by spaces
 #   HAYAKOE_REPO        Hugging Face repo the voices come from
 #   HAYAKOE_REVISION    branch, tag or commit of that repo (empty: main)
-#   HAYAKOE_MODELS_DIR  folder inside the build context, in the same layout as
-#                       the hub repo, to take the models from instead of the
-#                       hub (for offline builds); empty: download
+#   HAYAKOE_MODELS_DIR  folder inside the build context (and not excluded by
+#                       .dockerignore), in the same layout as the hub repo, to
+#                       take the models from instead of the hub (offline
+#                       builds); empty: download
 ARG BUILD_FROM=ghcr.io/home-assistant/base-debian:trixie
 
 # --------------------------------------------------------------------------
