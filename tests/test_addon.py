@@ -124,11 +124,20 @@ def option_is_valid(kind: str, value) -> bool:
 
 def test_options_and_schema_agree(config):
     options, schema = config["options"], config["schema"]
-    assert set(options) == set(schema)
+    required = {key for key, kind in schema.items() if not str(kind).endswith("?")}
+    # Every required option has a default; an optional one (`?`) may be absent.
+    assert required <= set(options) <= set(schema)
     for key, kind in schema.items():
         assert isinstance(kind, str) and SCHEMA_ELEMENT.fullmatch(kind), f"{key}: unknown type {kind!r}"
-        assert option_is_valid(kind, options[key]), f"default {options[key]!r} of {key} fails {kind}"
+        if key in options:
+            assert option_is_valid(kind, options[key]), f"default {options[key]!r} of {key} fails {kind}"
     assert {"voice", "style", "speed", "debug_logging"} <= set(schema)
+
+
+def test_dictionary_option_is_optional_and_unset(config):
+    # Unset by default: the run script then falls back to /share/hayakoe/dictionary.txt.
+    assert config["schema"]["dictionary"] == "str?"
+    assert "dictionary" not in config["options"]
 
 
 def test_option_checks_reject_bad_values(config):
@@ -315,7 +324,8 @@ class Addon:
         self.tmp = tmp
         self.image = tmp / "image"
         self.data = tmp / "data"
-        self.share = tmp / "share" / "hayakoe"
+        self.share_root = tmp / "share"
+        self.share = self.share_root / "hayakoe"
         self.bin = tmp / "bin"
         self.records = tmp / "records"
         for d in (self.image, self.data, self.bin, self.records):
@@ -345,6 +355,7 @@ class Addon:
             "FAKE_EXIT": str(fake_exit),
             "HAYAKOE_IMAGE_DATA_DIR": str(self.image),
             "HAYAKOE_ADDON_DATA_DIR": str(self.data),
+            "HAYAKOE_SHARE_ROOT": str(self.share_root),
             "HAYAKOE_SHARE_DIR": str(self.share),
         }
         env.pop("HF_HUB_OFFLINE", None)
@@ -422,8 +433,168 @@ def test_share_voices_come_first(tmp_path):
     assert addon.recorded("wyoming-hayakoe-download") is None
     argv, offline = addon.recorded("wyoming-hayakoe")
     assert flag(argv, "--data-dir") == [str(addon.share), str(addon.data), str(addon.image)]
-    assert flag(argv, "--dictionary") == [str(addon.share / "dictionary.txt")]
+    assert flag(argv, "--dictionary") == [str((addon.share / "dictionary.txt").resolve())]
     assert offline == "HF_HUB_OFFLINE=1"
+
+
+# ------------------------------------------------------- user dictionary --
+
+DICTIONARY = "HayaKoe, ハヤコエ\n"
+
+
+def dictionary_addon(tmp: Path) -> Addon:
+    """An add-on with its voice installed and an (empty) /share/hayakoe folder."""
+    addon = Addon(tmp)
+    addon.add_voice(addon.image, "jvnv-F1-jp")
+    addon.share.mkdir(parents=True)
+    return addon
+
+
+def write_dictionary(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(DICTIONARY, encoding="utf-8")
+    return path
+
+
+def dictionary_flag(addon: Addon, options: dict) -> list[str]:
+    result = addon.run(RUN_SCRIPT, options)
+    assert result.returncode == 0, result.stderr
+    argv, _ = addon.recorded("wyoming-hayakoe")
+    return flag(argv, "--dictionary")
+
+
+def assert_refused(addon: Addon, result: subprocess.CompletedProcess, *words: str) -> None:
+    """The add-on stopped with a message before starting (or downloading) anything."""
+    assert result.returncode != 0, result.stderr
+    fatal = [line for line in result.stderr.splitlines() if line.startswith("FATAL ")]
+    assert fatal, result.stderr
+    for word in words:
+        assert word in fatal[-1], (word, fatal[-1])
+    assert addon.recorded("wyoming-hayakoe") is None, "the server must not start"
+    assert addon.recorded("wyoming-hayakoe-download") is None, "nothing is downloaded first"
+
+
+@needs_bash
+@pytest.mark.parametrize("unset", [None, "", "null"], ids=["absent", "empty", "null"])
+def test_dictionary_unset_uses_the_default_file(tmp_path, unset):
+    addon = dictionary_addon(tmp_path)
+    default = write_dictionary(addon.share / "dictionary.txt")
+    options = dict(OPTIONS) if unset is None else {**OPTIONS, "dictionary": unset}
+    assert dictionary_flag(addon, options) == [str(default.resolve())]
+
+
+@needs_bash
+def test_dictionary_unset_without_the_default_file_means_no_dictionary(tmp_path):
+    addon = dictionary_addon(tmp_path)
+    write_dictionary(addon.share / "other.txt")  # not looked for without the option
+    assert dictionary_flag(addon, OPTIONS) == []
+
+
+@needs_bash
+def test_dictionary_unset_and_no_share_folder(tmp_path):
+    addon = Addon(tmp_path)
+    addon.add_voice(addon.image, "jvnv-F1-jp")
+    assert dictionary_flag(addon, OPTIONS) == []
+
+
+@needs_bash
+@pytest.mark.parametrize("setting", ["hayakoe/names.txt", "./hayakoe/names.txt", "hayakoe/../hayakoe/names.txt"])
+def test_dictionary_option_relative_to_share(tmp_path, setting):
+    addon = dictionary_addon(tmp_path)
+    write_dictionary(addon.share / "dictionary.txt")  # the option wins over the default
+    names = write_dictionary(addon.share / "names.txt")
+    assert dictionary_flag(addon, {**OPTIONS, "dictionary": setting}) == [str(names.resolve())]
+
+
+@needs_bash
+def test_dictionary_option_anywhere_in_share(tmp_path):
+    addon = dictionary_addon(tmp_path)
+    words = write_dictionary(addon.share_root / "my dictionaries" / "家.txt")
+    assert dictionary_flag(addon, {**OPTIONS, "dictionary": "my dictionaries/家.txt"}) == [str(words.resolve())]
+
+
+@needs_bash
+@pytest.mark.parametrize("setting", ["/share/hayakoe/names.txt", "/share//hayakoe/./names.txt"])
+def test_dictionary_option_absolute_in_share(tmp_path, setting):
+    addon = dictionary_addon(tmp_path)
+    names = write_dictionary(addon.share / "names.txt")
+    assert dictionary_flag(addon, {**OPTIONS, "dictionary": setting}) == [str(names.resolve())]
+
+
+@needs_bash
+def test_dictionary_symlink_inside_share_is_allowed(tmp_path):
+    addon = dictionary_addon(tmp_path)
+    target = write_dictionary(addon.share_root / "dictionaries" / "names.txt")
+    (addon.share / "link.txt").symlink_to(target)
+    assert dictionary_flag(addon, {**OPTIONS, "dictionary": "hayakoe/link.txt"}) == [str(target.resolve())]
+
+
+@needs_bash
+@pytest.mark.parametrize(
+    "setting",
+    ["../outside/dictionary.txt", "hayakoe/../../outside/dictionary.txt", "/share/../outside/dictionary.txt"],
+)
+def test_dictionary_option_cannot_climb_out_of_share(tmp_path, setting):
+    addon = dictionary_addon(tmp_path)
+    write_dictionary(tmp_path / "outside" / "dictionary.txt")  # exists, but is not in /share
+    result = addon.run(RUN_SCRIPT, {**OPTIONS, "dictionary": setting})
+    assert_refused(addon, result, setting, "outside")
+
+
+@needs_bash
+@pytest.mark.parametrize("setting", ["/etc/passwd", "/data/options.json", "/sharefoo/dictionary.txt", "/share"])
+def test_dictionary_option_other_absolute_paths_are_refused(tmp_path, setting):
+    addon = dictionary_addon(tmp_path)
+    result = addon.run(RUN_SCRIPT, {**OPTIONS, "dictionary": setting})
+    assert_refused(addon, result, setting, "outside")
+
+
+@needs_bash
+@pytest.mark.parametrize("link", ["file", "folder"])
+def test_dictionary_symlink_out_of_share_is_refused(tmp_path, link):
+    addon = dictionary_addon(tmp_path)
+    outside = write_dictionary(tmp_path / "outside" / "dictionary.txt")
+    if link == "file":
+        (addon.share / "link.txt").symlink_to(outside)
+        setting = "hayakoe/link.txt"
+    else:
+        (addon.share / "elsewhere").symlink_to(outside.parent, target_is_directory=True)
+        setting = "hayakoe/elsewhere/dictionary.txt"
+    result = addon.run(RUN_SCRIPT, {**OPTIONS, "dictionary": setting})
+    assert_refused(addon, result, setting, "outside", str(outside.resolve()))
+
+
+@needs_bash
+def test_default_dictionary_symlinked_out_of_share_is_refused(tmp_path):
+    addon = dictionary_addon(tmp_path)
+    outside = write_dictionary(tmp_path / "outside" / "dictionary.txt")
+    (addon.share / "dictionary.txt").symlink_to(outside)
+    result = addon.run(RUN_SCRIPT, OPTIONS)
+    assert_refused(addon, result, "outside", str(outside.resolve()))
+
+
+@needs_bash
+@pytest.mark.parametrize("setting", ["hayakoe/missing.txt", "/share/hayakoe/missing.txt", "missing/dictionary.txt"])
+def test_configured_dictionary_that_is_missing_is_an_error(tmp_path, setting):
+    addon = dictionary_addon(tmp_path)
+    write_dictionary(addon.share / "dictionary.txt")  # no silent fallback to the default
+    result = addon.run(RUN_SCRIPT, {**OPTIONS, "dictionary": setting})
+    tail = setting.removeprefix("/share/")
+    assert_refused(addon, result, "not found", setting, str(addon.share_root.resolve() / tail))
+
+
+@needs_bash
+def test_configured_dictionary_that_is_a_folder_is_an_error(tmp_path):
+    addon = dictionary_addon(tmp_path)
+    result = addon.run(RUN_SCRIPT, {**OPTIONS, "dictionary": "hayakoe"})
+    assert_refused(addon, result, "not a readable file", "hayakoe")
+
+
+def test_run_script_share_root_is_slash_share():
+    # The tests move /share with HAYAKOE_SHARE_ROOT; in the add-on it is /share.
+    text = RUN_SCRIPT.read_text()
+    assert 'SHARE_ROOT="${HAYAKOE_SHARE_ROOT:-/share}"' in text
+    assert 'SHARE_DIR="${HAYAKOE_SHARE_DIR:-${SHARE_ROOT}/hayakoe}"' in text
 
 
 @needs_bash
