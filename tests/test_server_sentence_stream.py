@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from wyoming_hayakoe.server.sentence_stream import SentenceStream, cap_sentence
+from wyoming_hayakoe.server.sentence_stream import SentenceStream
 
 
 def segment(deltas, max_length=200):
@@ -25,7 +25,7 @@ def every_split(text):
 
 
 def test_japanese_enders_split_as_soon_as_the_next_character_arrives():
-    stream = SentenceStream()
+    stream = SentenceStream(200)
     assert stream.feed("こんにちは。") == []  # a closer could still follow
     assert stream.feed("今") == ["こんにちは。"]
     assert stream.feed("日は良い天気ですね！明日") == ["今日は良い天気ですね！"]
@@ -107,12 +107,6 @@ def test_nothing_speakable_is_handed_over_so_the_caller_can_report_it():
     assert segment(["🙂🙂"]) == ([], ["🙂🙂"])
     assert segment(["   ", "\n"]) == ([], [])
     assert segment([]) == ([], [])
-
-
-def test_cap_sentence():
-    assert cap_sentence("短い。", 50) == ["短い。"]
-    pieces = cap_sentence("あいう、" * 40, 50)
-    assert all(len(p) <= 50 for p in pieces) and "".join(pieces) == "あいう、" * 40
 
 
 def test_max_length_must_be_sensible():

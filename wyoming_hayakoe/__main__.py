@@ -16,8 +16,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .engine.settings import SynthesisSettings
-from .cli.common import positive_int
+from .cli.common import add_synthesis_arguments, positive_int, run_cli, settings_from, setup_logging
 from .store import DEFAULT_REPO, check_voice_name
 
 DEFAULT_URI = "tcp://127.0.0.1:10200"
@@ -25,7 +24,6 @@ ENV_ARGS = "WYOMING_HAYAKOE_ARGS"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    defaults = SynthesisSettings()
     parser = argparse.ArgumentParser(
         prog="wyoming-hayakoe",
         description="Wyoming protocol text-to-speech server for Japanese (HayaKoe / Style-Bert-VITS2 JP-Extra voices).",
@@ -63,16 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
     voices.add_argument("--dictionary", type=Path, default=None, metavar="FILE",
                         help="User dictionary: lines of 'surface, reading[, accent[, priority]]' (see the README)")
 
-    synth = parser.add_argument_group("synthesis defaults")
-    synth.add_argument("--style", default=None, metavar="STYLE",
-                       help="Default style (emotion), e.g. Happy (default: Neutral, or a voice's first style if it has no Neutral)")
-    synth.add_argument("--style-weight", type=float, default=defaults.style_weight, metavar="W", help="Strength of the style, 0-2 (default: %(default)s)")
-    synth.add_argument("--length-scale", type=float, default=defaults.length_scale, metavar="X", help="Speaking slowness: >1 slower, <1 faster (default: %(default)s)")
-    synth.add_argument("--noise-scale", type=float, default=defaults.noise_scale, metavar="X", help="Voice variation, 0-2 (default: %(default)s)")
-    synth.add_argument("--noise-w-scale", "--noise-w", dest="noise_w_scale", type=float, default=defaults.noise_w_scale, metavar="X",
-                       help="Rhythm variation, 0-2 (default: %(default)s)")
-    synth.add_argument("--sdp-ratio", type=float, default=defaults.sdp_ratio, metavar="X",
-                       help="Stochastic vs. deterministic duration mix, 0-1 (default: %(default)s)")
+    add_synthesis_arguments(
+        parser,
+        title="synthesis defaults",
+        style_help="Default style (emotion), e.g. Happy (default: Neutral, or a voice's first style if it has no Neutral)",
+    )
 
     misc = parser.add_argument_group("logging")
     misc.add_argument("--debug", action="store_true", help="Log debug messages")
@@ -91,7 +84,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, format=args.log_format, stream=sys.stderr)
+    setup_logging(args.debug, args.log_format)
     if not args.debug:
         for noisy in ("zeroconf", "asyncio", "urllib3", "filelock", "huggingface_hub"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -100,14 +93,6 @@ def main(argv: list[str] | None = None) -> int:
     from .server.config import ServerConfig, StartupError, ensure_voices
 
     try:
-        settings = SynthesisSettings(
-            style=args.style or SynthesisSettings().style,
-            style_weight=args.style_weight,
-            length_scale=args.length_scale,
-            noise_scale=args.noise_scale,
-            noise_w_scale=args.noise_w_scale,
-            sdp_ratio=args.sdp_ratio,
-        )
         for name in [args.voice, *args.load_voice]:
             if name:
                 check_voice_name(name)
@@ -121,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             voice=args.voice,
             load_voices=args.load_voice,
             style=args.style,
-            settings=settings,
+            settings=settings_from(args),
             samples_per_chunk=args.samples_per_chunk,
             streaming=not args.no_streaming,
             max_queue=args.max_queue,
@@ -152,14 +137,12 @@ def main(argv: list[str] | None = None) -> int:
     except StartupError as err:
         log.error("%s", err)
         return 2
-    except KeyboardInterrupt:
-        return 130
     return 0
 
 
 def run() -> None:
     """Console entry point `wyoming-hayakoe`."""
-    sys.exit(main())
+    run_cli(main)
 
 
 if __name__ == "__main__":

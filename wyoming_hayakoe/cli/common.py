@@ -11,20 +11,35 @@ from typing import Callable, NoReturn
 from ..engine.settings import SynthesisSettings
 
 
-def add_synthesis_arguments(parser: argparse.ArgumentParser) -> None:
-    """--style and the model knobs, with hayakoe's defaults."""
+def add_synthesis_arguments(
+    parser: argparse.ArgumentParser,
+    title: str = "synthesis",
+    style_help: str = f"Style (emotion) of the voice (default: {SynthesisSettings.style})",
+) -> None:
+    """--style and the model knobs, with hayakoe's defaults; `settings_from` reads them back.
+
+    --style defaults to None so that the server can tell "not given" (a voice
+    without the default style then uses its first) from an explicit style.
+    """
     defaults = SynthesisSettings()
-    parser.add_argument("--style", default=defaults.style, help="Style (emotion) of the voice (default: %(default)s)")
-    parser.add_argument("--style-weight", type=float, default=defaults.style_weight, help="How strongly the style is applied, 0-2 (default: %(default)s)")
-    parser.add_argument("--length-scale", type=float, default=defaults.length_scale, help="Speaking slowness: >1 slower, <1 faster (default: %(default)s)")
-    parser.add_argument("--noise-scale", type=float, default=defaults.noise_scale, help="Voice variation (default: %(default)s)")
-    parser.add_argument("--noise-w-scale", type=float, default=defaults.noise_w_scale, help="Rhythm variation (default: %(default)s)")
-    parser.add_argument("--sdp-ratio", type=float, default=defaults.sdp_ratio, help="Stochastic vs. deterministic duration mix, 0-1 (default: %(default)s)")
+    group = parser.add_argument_group(title)
+    group.add_argument("--style", default=None, metavar="STYLE", help=style_help)
+    group.add_argument("--style-weight", type=float, default=defaults.style_weight, metavar="W",
+                       help="Strength of the style, 0-2 (default: %(default)s)")
+    group.add_argument("--length-scale", type=float, default=defaults.length_scale, metavar="X",
+                       help="Speaking slowness: >1 slower, <1 faster (default: %(default)s)")
+    group.add_argument("--noise-scale", type=float, default=defaults.noise_scale, metavar="X",
+                       help="Voice variation, 0-2 (default: %(default)s)")
+    group.add_argument("--noise-w-scale", type=float, default=defaults.noise_w_scale, metavar="X",
+                       help="Rhythm variation, 0-2 (default: %(default)s)")
+    group.add_argument("--sdp-ratio", type=float, default=defaults.sdp_ratio, metavar="X",
+                       help="Stochastic vs. deterministic duration mix, 0-1 (default: %(default)s)")
 
 
 def settings_from(args: argparse.Namespace) -> SynthesisSettings:
+    """The settings `add_synthesis_arguments` parsed; raises InvalidSettings when one is out of range."""
     return SynthesisSettings(
-        style=args.style,
+        style=args.style or SynthesisSettings.style,
         style_weight=args.style_weight,
         length_scale=args.length_scale,
         noise_scale=args.noise_scale,

@@ -33,8 +33,6 @@ from ..text.sentences import has_speech
 #: (buffer, index) -> may the buffer be cut at index? (e.g. `text.readings.safe_to_split`)
 CanSplit = Callable[[str, int], bool]
 
-DEFAULT_MAX_LENGTH = 200
-
 _STRONG_ENDERS = frozenset("。！？｡!?")
 _FULL_STOPS = frozenset(".．")
 _CLOSERS = frozenset("」』）)］]｝}】〕〉》≫〙〗〛”’\"'＞>")
@@ -62,7 +60,7 @@ def _cut_position(text: str, max_length: int, can_split: CanSplit | None = None)
 class SentenceStream:
     """Feed text deltas, get complete sentences back in order."""
 
-    def __init__(self, max_length: int = DEFAULT_MAX_LENGTH, can_split: CanSplit | None = None) -> None:
+    def __init__(self, max_length: int, can_split: CanSplit | None = None) -> None:
         if max_length < 10:
             raise ValueError("max_length must be at least 10")
         self.max_length = max_length
@@ -70,11 +68,6 @@ class SentenceStream:
         self._pending = ""
         self._carry = ""  # unspoken text waiting to be put in front of the next sentence
         self._spoken = False
-
-    @property
-    def pending(self) -> str:
-        """Text received but not yet returned as a sentence."""
-        return self._carry + self._pending
 
     def feed(self, text: str) -> list[str]:
         """Add a piece of text; return the sentences it completed."""
@@ -160,19 +153,3 @@ class SentenceStream:
                 # bracket, say); symbols alone are never spoken anyway.
                 self._carry = (self._carry + head)[-_MAX_CARRY:]
         return out
-
-
-def cap_sentence(sentence: str, max_length: int = DEFAULT_MAX_LENGTH, can_split: CanSplit | None = None) -> list[str]:
-    """`sentence` cut into pieces of at most `max_length` characters (see `SentenceStream`)."""
-    if len(sentence) <= max_length:
-        return [sentence]
-    pieces: list[str] = []
-    rest = sentence
-    while len(rest) > max_length:
-        cut = _cut_position(rest, max_length, can_split)
-        head, rest = rest[:cut].strip(), rest[cut:].strip()
-        if head:
-            pieces.append(head)
-    if rest:
-        pieces.append(rest)
-    return pieces
