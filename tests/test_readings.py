@@ -260,6 +260,21 @@ def test_time_and_date_rules(text: str, rewritten: str, reader: HomeAssistantRea
     assert reader.rewrite(text) == rewritten
 
 
+@pytest.mark.parametrize(
+    "text,reading",
+    [
+        # After a brand, a digit with AM/PM attached is a model number.
+        ("Shelly Plus 1PM", "シェリープラスイチピーエム"), ("Shelly 2PM Gen3", "シェリーニピーエムゲンサン"),
+        ("Shelly Pro 4PMの電力", "シェリープロヨンピーエムノデンリョク"),
+        # Clock times stay clock times: no brand before, or not attached.
+        ("会議は3PMから", "カイギワゴゴサンジカラ"), ("Dinner 7PM", "ディナーゴゴシチジ"), ("at 1PM", "アットゴゴイチジ"),
+        ("Shellyは1PMに", "シェリーワゴゴイチジニ"), ("Shelly 1 PM", "シェリーゴゴイチジ"),
+    ],
+)  # fmt: skip
+def test_model_number_with_am_pm_is_not_a_clock_time(text: str, reading: str, reader: HomeAssistantReader):
+    assert canonical(read(text, reader)) == canonical(reading)
+
+
 @pytest.mark.parametrize("unit", sorted(UNITS))
 def test_every_unit_is_spoken(unit: str, reader: HomeAssistantReader):
     out = reader.rewrite(f"5{unit}です")
@@ -361,6 +376,92 @@ def test_stray_punctuation_never_breaks(text: str, reader: HomeAssistantReader):
 
 
 # --------------------------------------------------------------------------
+# Japanese words OpenJTalk misreads
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text,rewritten",
+    [
+        ("明日は晴れのち曇り", "明日は晴れ、のち曇り"), ("晴のち雨", "晴、のち雨"), ("曇り一時雨", "曇り、一時雨"),
+        ("晴れ後曇り", "晴れ、のち曇り"), ("雪 のち 晴れ", "雪、のち晴れ"), ("大雨のち曇り", "大雨、のち曇り"),
+        ("晴れのち曇り一時雨", "晴れ、のち曇り、一時雨"),
+        # not a forecast, or one OpenJTalk reads right: unchanged
+        ("晴れ時々曇り", "晴れ時々曇り"), ("雨後の筍", "雨後の筍"), ("その後晴れました", "その後晴れました"),
+        ("一時停止しました", "一時停止しました"), ("晴れ、のち曇り", "晴れ、のち曇り"),
+    ],
+)  # fmt: skip
+def test_forecast_rule(text: str, rewritten: str, reader: HomeAssistantReader):
+    assert reader.rewrite(text) == rewritten
+
+
+@pytest.mark.parametrize(
+    "text,reading",
+    [
+        ("明日の天気は晴れのち曇り", "アシタノテンキワハレノチクモリ"), ("明日は晴れのち雨。", "アシタワハレノチアメ"),
+        ("晴れのち雨の予報です", "ハレノチアメノヨホーデス"), ("曇り一時雨でしょう", "クモリイチジアメデショー"),
+        ("明日は雪後曇りです", "アシタワユキノチクモリデス"), ("曇り時々晴れ", "クモリトキドキハレ"),
+        ("一時雨が降るでしょう", "イチジアメガフルデショー"),
+    ],
+)  # fmt: skip
+def test_forecast_readings(text: str, reading: str, reader: HomeAssistantReader):
+    assert canonical(read(text, reader)) == canonical(reading)
+
+
+@pytest.mark.parametrize(
+    "text,reading",
+    [
+        ("窓センサー: 開", "マドセンサーカイ"), ("玄関ドア：開。", "ゲンカンドアカイ"), ("開", "カイ"), ("窓: 開、ドア: 閉", "マドカイドアヘー"),
+        ("風量: 強", "フーリョーキョー"), ("強", "キョー"), ("2階の扇風機: 強", "ニカイノセンプーキキョー"), ("風量: 中", "フーリョーチュー"), ("電源: 入", "デンゲンイリ"), ("窓\n開", "マドカイ"),
+        # not a lone state: OpenJTalk's reading stands
+        ("ドアを開けてください", "ドアオアケテクダサイ"), ("掃除を開始しました", "ソージオカイシシマシタ"), ("状態: 開始", "ジョータイカイシ"),
+        ("窓: 全開", "マドゼンカイ"), ("風が強い", "カゼガツヨイ"), ("部屋の中", "ヘヤノナカ"), ("電源を入れる", "デンゲンオイレル"),
+    ],
+)  # fmt: skip
+def test_lone_state_words(text: str, reading: str, reader: HomeAssistantReader):
+    assert canonical(read(text, reader)) == canonical(reading)
+
+
+@pytest.mark.parametrize(
+    "text,reading",
+    [
+        # 値 on its own is a value
+        ("温度センサーの値", "オンドセンサーノアタイ"), ("値は12です", "アタイワジューニデス"), ("同じ値です", "オナジアタイデス"),
+        ("設定値と現在の値", "セッテーチトゲンザイノアタイ"), ("数値、値、値段", "スーチアタイネダン"),
+        # compounds and idioms OpenJTalk reads right
+        ("値段", "ネダン"), ("値上げ", "ネアゲ"), ("設定値", "セッテーチ"), ("測定値", "ソクテーチ"), ("言い値", "イーネ"),
+        ("このカメラは値が張る", "コノカメラワネガハル"),
+        # 風量 and 光量
+        ("扇風機の風量", "センプーキノフーリョー"), ("風量を上げて", "フーリョーオアゲテ"), ("最大風量", "サイダイフーリョー"),
+        ("送風量", "ソーフーリョー"), ("照明の光量", "ショーメーノコーリョー"), ("風", "カゼ"), ("風が強い", "カゼガツヨイ"),
+        ("水量", "スイリョー"),
+    ],
+)  # fmt: skip
+def test_misread_words(text: str, reading: str, reader: HomeAssistantReader):
+    assert canonical(read(text, reader)) == canonical(reading)
+
+
+def test_misread_words_are_only_rewritten_where_openjtalk_is_wrong(reader: HomeAssistantReader):
+    assert reader.rewrite("設定値と現在の値") == "設定値と現在のアタイ"
+    assert reader.rewrite("最大風量と風量") == "最大風量とフウ量"
+    for text in ("値段が高い", "数値", "送風量", "風が吹く", "最大風量", "開閉", "晴れ時々曇り"):
+        assert reader.rewrite(text) == text
+        assert not needs_rewrite(text)
+    assert needs_rewrite("明日は晴れのち曇り")
+    assert needs_rewrite("温度センサーの値")
+
+
+def test_misread_words_line_up_with_symbols_kept_words_and_line_breaks():
+    # OpenJTalk widens ASCII symbols, has its own words for kept (dictionary)
+    # words and drops tabs; the fix still lands on the right 値.
+    reader = HomeAssistantReader(keep_words=["Hue"])
+    assert reader.rewrite("値!値段!\t値") == "アタイ!値段!\tアタイ"
+    assert reader.rewrite("Hueの値と設定値の値") == "Hueのアタイと設定値のアタイ"
+    # 開\n値 would be one word (開値) if the lines were read as one.
+    assert reader.rewrite("窓: 開\n値は5") == "窓、カイ\nアタイは五"
+
+
+# --------------------------------------------------------------------------
 # Streaming: numbers and markup split across deltas
 # --------------------------------------------------------------------------
 
@@ -400,6 +501,7 @@ STREAM_TEXTS = [
     "**重要！** 冷蔵庫のドアが開いています。",
     "```yaml\nlight:\n  - platform: mqtt\n```\nこれで動きます。",
     "消費電力量は12.34kWhでした。",
+    "明日は晴れのち曇り一時雨です。窓センサー: 開\n扇風機の風量を3にしました。温度センサーの値は23.4℃です。",
 ]
 
 
@@ -447,11 +549,29 @@ def test_real_sentence_stream_with_rewrite(reader: HomeAssistantReader):
     text = "現在の気温は23.5℃です。**重要！** 湿度は45%です。合計は1,500円です。"
     whole = canonical(read(text, reader))
     for k in range(1, len(text)):
-        stream = stream_mod.SentenceStream()
+        stream = stream_mod.SentenceStream(200)
         sentences = stream.feed(text[:k]) + stream.feed(text[k:]) + stream.finish()
         rewriter = reader.stream()
         got = canonical("".join(read(rewriter(s), reader) for s in sentences))
         assert got == whole, (k, sentences)
+
+
+def test_lone_states_survive_a_capped_stream(reader: HomeAssistantReader):
+    """A runaway sentence is cut at a colon: the state after it is still a state."""
+    stream_mod = pytest.importorskip("wyoming_hayakoe.server.sentence_stream")
+    text = "リビングの窓センサー: 開、扇風機の風量: 強、電源: 入\n"
+    whole = canonical(read(text, reader))
+    assert whole == canonical("リビングノマドセンサーカイセンプーキノフーリョーキョーデンゲンイリ")
+    cut_after_colon = False
+    for max_length in (10, 12, 16):
+        for k in range(1, len(text)):
+            stream = stream_mod.SentenceStream(max_length, can_split=safe_to_split)
+            sentences = stream.feed(text[:k]) + stream.feed(text[k:]) + stream.finish()
+            cut_after_colon |= any(s.endswith(":") for s in sentences)
+            rewriter = reader.stream()
+            got = canonical("".join(read(rewriter(s), reader) for s in sentences))
+            assert got == whole, (max_length, k, sentences)
+    assert cut_after_colon
 
 
 def test_stream_rewriter_drops_code_across_sentences(reader: HomeAssistantReader):

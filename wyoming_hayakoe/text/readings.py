@@ -19,13 +19,17 @@ normaliser (:func:`.normalize.normalize_text`) sees it, so that
   Japanese letter names (``MQTT`` エムキューティーティー);
 * markdown (emphasis, headings, lists, tables, links, code), URLs, HTML
   tags and emoji are removed or read sensibly, and runs of punctuation are
-  collapsed.
+  collapsed;
+* the few Japanese words OpenJTalk misreads in this setting are respelled:
+  weather forecasts (``晴れのち曇り``, ``曇り一時雨``), a lone entity state
+  (``窓センサー: 開`` カイ) and the words of :data:`MISREAD_WORDS` where
+  OpenJTalk splits them wrongly (``値`` アタイ, ``風量`` フウリョウ).
 
 Text without digits, Latin letters or markdown characters (``* _ ` # | < >
-[ ]``, ``~~``, rule lines) is returned unchanged, so HayaKoe conformance is
-untouched for plain Japanese (emoji and stray symbols in it are dropped by
-the normaliser anyway).  Otherwise the text is NFKC-normalised (as the
-normaliser would do first anyway) and rewritten.
+[ ]``, ``~~``, rule lines) only gets that last fix, so HayaKoe conformance is
+untouched for plain Japanese that OpenJTalk reads right (emoji and stray
+symbols in it are dropped by the normaliser anyway).  Otherwise the text is
+NFKC-normalised (as the normaliser would do first anyway) and rewritten.
 
 For streamed text (LLM deltas), :func:`safe_to_split` tells a sentence
 segmenter where a cut would break a token (``23.5``, a URL, an open code
@@ -379,8 +383,8 @@ _ENTITY_DOT_RE = re.compile(r"(?<=[a-z_])\.(?=[a-z_])")
 
 #: What makes a text need rewriting: digits and Latin letters (both widths),
 #: markdown characters, strikethrough and horizontal rules.  Text without any
-#: of them is returned unchanged.  (Emoji and symbols alone need nothing: the
-#: normaliser drops them anyway.)
+#: of them only gets the Japanese misreading fixes.  (Emoji and symbols alone
+#: need nothing: the normaliser drops them anyway.)
 _TRIGGER_RE = re.compile(
     r"[0-9A-Za-z\uff10-\uff19\uff21-\uff3a\uff41-\uff5a*_`#|<>\[\]]|~~|^[ \t]*[-=]{3,}[ \t]*$",
     re.MULTILINE,
@@ -389,6 +393,10 @@ _TRIGGER_RE = re.compile(
 
 def needs_rewrite(text: str) -> bool:
     """True if :meth:`HomeAssistantReader.rewrite` may change ``text``."""
+    return _has_markup_or_latin(text) or _sub_japanese(text) != text
+
+
+def _has_markup_or_latin(text: str) -> bool:
     if _TRIGGER_RE.search(text) is not None:
         return True
     return not text.isascii() and _TRIGGER_RE.search(unicodedata.normalize("NFKC", text)) is not None
@@ -524,6 +532,9 @@ _CLOCK_RE = re.compile(
     r"(?<![\d:.])(\d{1,2}):(\d{2})(?::(\d{2}))?(?![\d:])(?:[ \t]*([AaPp])\.?[Mm]\.?(?![A-Za-z]))?"
 )
 _HOUR_MERIDIEM_RE = re.compile(r"(?<![\d:.])(\d{1,2})[ \t]*([AaPp])\.?[Mm]\.?(?![A-Za-z])")
+# Shelly Plus 1PM, Shelly 2PM Gen3: after a brand name (a word of the table
+# and up to two more capitalised words), 1PM is a model, not a clock time.
+_BRAND_BEFORE_RE = re.compile(r"(?<![A-Za-z0-9])([A-Z][A-Za-z]*)(?:[ \t]+[A-Z][A-Za-z]*){0,2}[ \t]+$")
 _HMS_RE = re.compile(
     r"(?<![A-Za-z0-9.])(?:(\d+)[ \t]*(?:h|hr|hrs|hours?)[ \t]*)?(?:(\d+)[ \t]*(?:m|min|mins|minutes?)[ \t]*)?(?:(\d+)[ \t]*(?:s|sec|secs|seconds?))?(?![A-Za-z])"
 )
@@ -572,7 +583,17 @@ def _sub_dates_and_times(text: str) -> str:
         return _clock(hour, minute, second, m.group(4))
 
     text = _CLOCK_RE.sub(clock, text)
-    text = _HOUR_MERIDIEM_RE.sub(lambda m: _clock(int(m.group(1)), 0, None, m.group(2)) if int(m.group(1)) <= 12 else m.group(0), text)
+
+    def hour_meridiem(m: re.Match[str]) -> str:
+        if int(m.group(1)) > 12:
+            return m.group(0)
+        if m.group(0)[len(m.group(1)) :] in ("AM", "PM"):
+            brand = _BRAND_BEFORE_RE.search(m.string[max(0, m.start() - 40) : m.start()])
+            if brand and brand.group(1) in WORD_READINGS:
+                return m.group(0)
+        return _clock(int(m.group(1)), 0, None, m.group(2))
+
+    text = _HOUR_MERIDIEM_RE.sub(hour_meridiem, text)
 
     def month_day(m: re.Match[str]) -> str:
         a, b = int(m.group(1)), int(m.group(2))
@@ -788,6 +809,81 @@ def _sub_symbols(text: str) -> str:
 
 
 # ==========================================================================
+# Japanese words OpenJTalk misreads
+# ==========================================================================
+
+# A forecast: 晴れのち曇り, 曇り一時雨, 雪後晴れ.  OpenJTalk splits the run
+# (晴れのち → ハレレノチ, 一時雨 → イチジウ, のち雨。 → ノチウ, 後 → ゴ);
+# a pause before the connector, as a forecaster makes, keeps every word
+# whole.  (時々 is always read right and is left alone.)
+_FORECAST_RE = re.compile(
+    r"(晴れ|晴|曇り|曇|くもり|雨|雪)[ \t\u3000]*(のち|後|一時)[ \t\u3000]*(?=晴|曇|くもり|雨|雪|雷|にわか雨|小雨|大雨|みぞれ)"
+)
+
+#: One-character entity states OpenJTalk reads as a verb or the wrong word
+#: when they stand alone (開 ヒラク, 強 ツヨ, 中 ナカ, 入 イレ).  Read this way
+#: only after a colon (``窓センサー: 開``) or as a whole line; 閉 ヘイ, 弱
+#: ジャク and 切 キリ are already right.
+STATE_READINGS = {"開": "カイ", "強": "キョウ", "中": "チュウ", "入": "イリ"}
+_STATE_RE = re.compile(
+    r"(?:^|(?<=[:：]))([ \t\u3000]*)([" + "".join(STATE_READINGS) + r"])(?=[ \t\u3000]*(?:$|[、。,，.．!！?？)）」]))",
+    re.MULTILINE,
+)
+
+#: Words OpenJTalk's analysis reads wrongly: a run of (surface, reading)
+#: words as OpenJTalk splits them → what to write instead, and what may
+#: follow when OpenJTalk is right after all.  Compounds it knows are separate
+#: words and stay untouched (値段 ネダン, 設定値 セッテーチ, 言い値 イーネ,
+#: 送風量 ソーフーリョー, 最大風量 サイダイフーリョー).
+MISREAD_WORDS: dict[tuple[tuple[str, str], ...], tuple[str, tuple[str, ...]]] = {
+    (("値", "ネ"),): ("アタイ", ("が張", "の張")),  # a value, not a price (値が張る: expensive)
+    (("風", "カゼ"), ("量", "リョウ")): ("フウ量", ()),  # 風量 カゼリョウ
+    (("光量", "ヒカリリョー"),): ("コウ量", ()),
+}
+_MISREAD_CHARS = frozenset(run[0][0][0] for run in MISREAD_WORDS)
+
+
+def _sub_misread_words(line: str) -> str:
+    """Rewrite the words of :data:`MISREAD_WORDS` where OpenJTalk splits ``line`` that way."""
+    if not any(ch in line for ch in _MISREAD_CHARS):
+        return line
+    import pyopenjtalk
+
+    # OpenJTalk widens Latin letters and symbols and drops control
+    # characters, but passes kanji through: the k-th 値 of its words is the
+    # k-th 値 of the line.
+    positions = {ch: [i for i, c in enumerate(line) if c == ch] for ch in _MISREAD_CHARS}
+    seen = dict.fromkeys(_MISREAD_CHARS, 0)
+    words = [(n["string"], n["pron"].replace("’", "")) for n in pyopenjtalk.run_frontend(line)]
+    edits: list[tuple[int, int, str]] = []
+    for i, (surface, _) in enumerate(words):
+        for run, (replacement, unless_followed_by) in MISREAD_WORDS.items():
+            if tuple(words[i : i + len(run)]) != run:
+                continue
+            found = positions[surface[0]]
+            start = found[seen[surface[0]]] if seen[surface[0]] < len(found) else -1
+            written = "".join(s for s, _ in run)
+            end = start + len(written)
+            if start >= 0 and line.startswith(written, start) and not line.startswith(unless_followed_by, end):
+                edits.append((start, end, replacement))
+            break
+        for ch in surface:
+            if ch in seen:
+                seen[ch] += 1
+    for start, end, replacement in reversed(edits):
+        line = line[:start] + replacement + line[end:]
+    return line
+
+
+def _sub_japanese(text: str) -> str:
+    """Respell the Japanese OpenJTalk misreads: forecasts, lone states, :data:`MISREAD_WORDS`."""
+    text = _STATE_RE.sub(lambda m: m.group(1) + STATE_READINGS[m.group(2)], text)
+    text = _FORECAST_RE.sub(lambda m: m.group(1) + "、" + ("のち" if m.group(2) == "後" else m.group(2)), text)
+    # Line by line, as the synthesiser reads them.
+    return "\n".join(_sub_misread_words(line) for line in text.split("\n"))
+
+
+# ==========================================================================
 # The reader
 # ==========================================================================
 
@@ -827,8 +923,8 @@ class HomeAssistantReader:
 
     def rewrite(self, text: str) -> str:
         """Plain Japanese for ``text`` (unchanged if there is nothing to rewrite)."""
-        if not needs_rewrite(text):
-            return text
+        if not _has_markup_or_latin(text):
+            return _sub_japanese(text)
         text = unicodedata.normalize("NFKC", _ROMAN_RE.sub(_roman, text))
         text = _NUMBER_SIGN_RE.sub("ナンバー", text)
         kept: list[str] = []
@@ -850,6 +946,7 @@ class HomeAssistantReader:
         text = _sub_dates_and_times(text)
         text = _sub_numbers(text)
         text = _sub_english(text, self.english)
+        text = _sub_japanese(text)
         text = _sub_symbols(text)
         if kept:
             text = re.sub(
@@ -1002,6 +1099,8 @@ def katakana_reading(
 
 __all__ = [
     "LETTER_NAMES",
+    "MISREAD_WORDS",
+    "STATE_READINGS",
     "UNITS",
     "WORD_READINGS",
     "EnglishReader",
