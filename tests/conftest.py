@@ -15,6 +15,10 @@ sys.path.insert(0, str(ROOT))
 # hayakoe (the oracle) and transformers would otherwise look for the hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Models optimized for this machine (the CLIs' default --cache-dir), kept
+# between test sessions like the stand-ins; servers started by tests inherit it.
+os.environ["XDG_CACHE_HOME"] = str(ROOT / ".cache" / "xdg")
+MODEL_CACHE = ROOT / ".cache" / "xdg" / "wyoming-hayakoe"
 
 STANDIN_VOICES = ("standin-a", "standin-b")
 
@@ -34,6 +38,12 @@ def cached_standin(name: str, **kwargs) -> Path:
 def standin_dir() -> Path:
     """Tiny stand-in: shared BERT + two voices with duration predictors."""
     return cached_standin("tiny-seed0", size="tiny", speakers=STANDIN_VOICES, seed=0)
+
+
+@pytest.fixture(scope="session")
+def model_cache() -> Path:
+    """The optimized-model cache the CLIs use in tests (see XDG_CACHE_HOME above)."""
+    return MODEL_CACHE
 
 
 @pytest.fixture(scope="session")

@@ -22,8 +22,8 @@ LONG = "今日の東京は晴れのち曇り、最高気温は二十三度の予
 
 
 @pytest.fixture(scope="module")
-def engine(standin_dir: Path) -> Engine:
-    return Engine([standin_dir], voices=[VOICE])
+def engine(standin_dir: Path, model_cache: Path) -> Engine:
+    return Engine([standin_dir], voices=[VOICE], cache_dir=model_cache)
 
 
 def snr(reference: np.ndarray, test: np.ndarray) -> float:
@@ -42,7 +42,7 @@ def test_decode_plan_covers_every_frame_once(frames: int) -> None:
 @pytest.mark.parametrize("text", ["はい。", LONG, "明日の朝七時にアラームをセットしました。"])
 def test_chunked_decoding_equals_the_whole_model(engine: Engine, text: str) -> None:
     voice = engine.voice(VOICE)
-    whole = Voice(voice.files, engine._frontend_for, chunked=False)
+    whole = Voice(voice.files, engine._frontend_for, engine.cache, chunked=False)
     phonemes = voice.frontend.phonemize(text)
     bert = engine.bert.features(phonemes)
     pieces = list(voice.render(phonemes, bert, QUIET))
@@ -101,10 +101,10 @@ def test_missing_models_say_what_to_download(tmp_path: Path) -> None:
     assert "wyoming-hayakoe-download" in str(raised.value)
 
 
-def test_path_like_voice_names_are_refused(standin_dir: Path) -> None:
+def test_path_like_voice_names_are_refused(standin_dir: Path, model_cache: Path) -> None:
     for name in ["../standin-a", "/etc", "standin-a/../../x", "..", ""]:
         with pytest.raises(InvalidVoiceName):
-            Engine([standin_dir], voices=[name])
+            Engine([standin_dir], voices=[name], cache_dir=model_cache)
 
 
 def test_runaway_sentences_are_cut_at_a_comma() -> None:
@@ -131,7 +131,7 @@ def test_speak_cli_writes_a_wav_without_torch(standin_dir: Path, tmp_path: Path)
     probe = subprocess.run(
         [sys.executable, "-c", "import sys, runpy; sys.argv=['speak', '--data-dir', sys.argv[1], '--voice', 'standin-a', "
          "'--text', 'はい', '--output', sys.argv[2]]\ntry: runpy.run_module('wyoming_hayakoe.cli.speak', run_name='__main__')\n"
-         "except SystemExit: pass\nprint(sorted(m for m in ('torch', 'hayakoe') if m in sys.modules))",
+         "except SystemExit: pass\nprint(sorted(m for m in ('torch', 'hayakoe', 'onnx') if m in sys.modules))",
          str(standin_dir), str(tmp_path / "probe.wav")],
         capture_output=True, text=True, timeout=300,
     )

@@ -55,8 +55,8 @@ def oracle(standin_dir: Path):
 
 
 @pytest.fixture(scope="module")
-def engine(standin_dir: Path) -> Engine:
-    return Engine([standin_dir], voices=[VOICE])
+def engine(standin_dir: Path, model_cache: Path) -> Engine:
+    return Engine([standin_dir], voices=[VOICE], cache_dir=model_cache)
 
 
 def ours(engine: Engine, text: str, **settings) -> np.ndarray:

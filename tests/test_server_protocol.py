@@ -117,11 +117,11 @@ async def test_synthesize_event_sequence_is_start_chunks_one_stop(server, rates)
 
 
 @pytest.mark.parametrize("text", [TEXT, "**注意**: 気温は23.5度、湿度は60%です。明日は7:30に起きます!"])
-async def test_audio_matches_the_engine(server, standin_dir, text):
+async def test_audio_matches_the_engine(server, standin_dir, model_cache, text):
     """A plain synthesize sounds exactly like `Engine.synthesize` (rewrite, split, pauses)."""
     from wyoming_hayakoe.engine.settings import SynthesisSettings
 
-    engine = _engine(standin_dir)
+    engine = _engine(standin_dir, model_cache)
     settings = SynthesisSettings(noise_scale=0, noise_w_scale=0, sdp_ratio=0)
     expected = np.concatenate(list(engine.synthesize(text, "standin-a", settings)))
     result = await ha.synthesize(server.host, server.port, text, voice="standin-a")
@@ -133,11 +133,11 @@ async def test_audio_matches_the_engine(server, standin_dir, text):
 _ENGINES: dict = {}
 
 
-def _engine(standin_dir):
+def _engine(standin_dir, model_cache):
     from wyoming_hayakoe.engine.engine import Engine
 
     if "a" not in _ENGINES:
-        _ENGINES["a"] = Engine([standin_dir], voices=["standin-a"])
+        _ENGINES["a"] = Engine([standin_dir], voices=["standin-a"], cache_dir=model_cache)
     return _ENGINES["a"]
 
 

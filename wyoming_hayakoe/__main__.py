@@ -16,7 +16,14 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .cli.common import add_synthesis_arguments, positive_int, run_cli, settings_from, setup_logging
+from .cli.common import (
+    add_cache_dir_argument,
+    add_synthesis_arguments,
+    positive_int,
+    run_cli,
+    settings_from,
+    setup_logging,
+)
 from .store import DEFAULT_REPO, check_voice_name
 
 DEFAULT_URI = "tcp://127.0.0.1:10200"
@@ -60,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     voices.add_argument("--no-warmup", action="store_true", help="Skip the warm-up synthesis at startup")
     voices.add_argument("--dictionary", type=Path, default=None, metavar="FILE",
                         help="User dictionary: lines of 'surface, reading[, accent[, priority]]' (see the README)")
+    add_cache_dir_argument(voices)
 
     add_synthesis_arguments(
         parser,
@@ -116,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             zeroconf=args.zeroconf,
             zeroconf_host=args.zeroconf_host,
             dictionary=args.dictionary,
+            cache_dir=args.cache_dir,
         )
         from .server.listener import Listener
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Callable, NoReturn
@@ -60,6 +61,20 @@ def add_data_dir_argument(parser: argparse.ArgumentParser, required: bool = True
     parser.add_argument(
         "--data-dir", type=Path, action="append", required=required, default=None,
         help="Directory with models in the hub layout (repeatable; first match wins)",
+    )
+
+
+def default_cache_dir() -> Path:
+    """Where models optimized for this machine are kept: the user's cache folder."""
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "wyoming-hayakoe"
+
+
+def add_cache_dir_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cache-dir", type=Path, default=default_cache_dir(), metavar="DIR",
+        help="Writable folder for the models as optimized for this machine, made at the first start "
+        "and reused (default: %(default)s)",
     )
 
 

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from .common import (
+    add_cache_dir_argument,
     add_data_dir_argument,
     add_synthesis_arguments,
     fail,
@@ -37,6 +38,7 @@ def main() -> int:
         help="User dictionary: lines of 'surface, reading[, accent[, priority]]' (see the README)",
     )
     parser.add_argument("--threads", type=positive_int, default=None, help="CPU threads for inference (default: all cores)")
+    add_cache_dir_argument(parser)
     parser.add_argument("--debug", action="store_true")
     args = parser.parse_args()
     setup_logging(args.debug)
@@ -72,16 +74,17 @@ def _synthesize(args: argparse.Namespace, text: str, keep_words: list[str]) -> i
     import soundfile
 
     from ..engine.engine import Engine, UnknownVoice
+    from ..engine.prepared import PreparationError
     from ..engine.settings import InvalidSettings
     from ..engine.voice import UnknownStyle
     from ..store import InvalidVoiceName, MissingModelFiles
 
     try:
         settings = settings_from(args)
-        engine = Engine(args.data_dir, voices=[args.voice], threads=args.threads, keep_words=keep_words)
+        engine = Engine(args.data_dir, voices=[args.voice], threads=args.threads, keep_words=keep_words, cache_dir=args.cache_dir)
         voice = engine.voice(args.voice)
         pieces = list(engine.synthesize(text, args.voice, settings))
-    except (MissingModelFiles, InvalidVoiceName, UnknownVoice, UnknownStyle, InvalidSettings) as err:
+    except (MissingModelFiles, InvalidVoiceName, UnknownVoice, UnknownStyle, InvalidSettings, PreparationError) as err:
         fail(str(err))
     except ValueError as err:
         fail(f"cannot read this text: {err}")

@@ -8,16 +8,17 @@ from transformers.models.bert_japanese.tokenization_bert_japanese import BertJap
 from ..store import BertFiles
 from ..text import Phonemes
 from .onnx import open_session
+from .prepared import WHOLE, ModelCache
 
 
 class BertEncoder:
     """Per-phone BERT features for one sentence at a time (batch 1, as hayakoe's stream())."""
 
-    def __init__(self, files: BertFiles, threads: int | None = None) -> None:
+    def __init__(self, files: BertFiles, cache: ModelCache, threads: int | None = None) -> None:
         self.files = files
         # The class is named directly: AutoTokenizer would import torch where it is installed.
         self.tokenizer = BertJapaneseTokenizer.from_pretrained(str(files.tokenizer_dir), local_files_only=True)
-        self.session = open_session(files.onnx, threads)
+        self.session = open_session(cache.prepare(files.onnx).parts[WHOLE], threads)
 
     def features(self, phonemes: Phonemes) -> np.ndarray:
         """float32 [1024, P]: each character's hidden state repeated over its phones."""

@@ -14,6 +14,7 @@ from ..text import Frontend, split_sentences
 from ..text.readings import HomeAssistantReader
 from .bert import BertEncoder
 from .pauses import BoundaryPause, gap_samples, trailing_silence
+from .prepared import ModelCache
 from .settings import SynthesisSettings
 from .voice import Voice
 
@@ -75,13 +76,19 @@ class Engine:
         voices: Sequence[str] | None = None,
         threads: int | None = None,
         keep_words: Sequence[str] = (),
+        cache_dir: Path | None = None,
     ) -> None:
-        """`keep_words`: Latin surfaces of the user dictionary, left for OpenJTalk to read."""
+        """`keep_words`: Latin surfaces of the user dictionary, left for OpenJTalk to read.
+
+        `cache_dir` keeps the models optimized for this machine between runs
+        (see prepared.py); without it they are optimized again at every start.
+        """
         self.data_dirs = [Path(d) for d in data_dirs]
         self.threads = threads
+        self.cache = ModelCache(cache_dir)
         self.reader = HomeAssistantReader(keep_words)
         self._keep_words = [w.replace(" ", "") for w in keep_words]
-        self.bert = BertEncoder(find_bert(self.data_dirs), threads)
+        self.bert = BertEncoder(find_bert(self.data_dirs), self.cache, threads)
         _LOGGER.info("Loaded BERT from %s", self.bert.files.onnx)
         self._frontends: dict[bool, Frontend] = {}
         names = list(voices) if voices else installed_voices(self.data_dirs)
@@ -92,7 +99,7 @@ class Engine:
     def load_voice(self, name: str) -> Voice:
         """Load (or return the already loaded) voice `name` from the data dirs."""
         if name not in self.voices:
-            self.voices[name] = Voice(find_voice(self.data_dirs, name), self._frontend_for, self.threads)
+            self.voices[name] = Voice(find_voice(self.data_dirs, name), self._frontend_for, self.cache, self.threads)
         return self.voices[name]
 
     def _frontend_for(self, add_blank: bool) -> Frontend:

@@ -10,7 +10,6 @@ naming and other exporters' (e.g. `/net_g/dec/...`) are recognised.
 
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,10 +17,12 @@ from pathlib import Path
 import onnx
 from onnx.utils import Extractor
 
-_LOGGER = logging.getLogger(__name__)
-
 _DECODER_INPUT = re.compile(r"(^|[/.])dec[/.]conv_pre([/.]|$)")
 _DECODER_COND = re.compile(r"(^|[/.])dec[/.]cond([/.]|$)")
+
+
+class Unsplittable(ValueError):
+    """The graph has no clean cut before its decoder; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -43,16 +44,15 @@ def _conv_input(graph: onnx.GraphProto, pattern: re.Pattern[str]) -> str | None:
     return None
 
 
-def split_synthesizer(path: Path) -> SplitSynthesizer | None:
-    """The front/decoder pair of the synthesizer at `path`, or None when it cannot be cut cleanly."""
+def split_synthesizer(path: Path) -> SplitSynthesizer:
+    """The front/decoder pair of the synthesizer at `path`; Unsplittable when it cannot be cut cleanly."""
     model = onnx.load(str(path))  # external data, if any, is read from beside the file
     graph = model.graph
     latent = _conv_input(graph, _DECODER_INPUT)
     speaker = _conv_input(graph, _DECODER_COND)
     outputs = [o.name for o in graph.output]
     if latent is None or speaker is None or "audio" not in outputs:
-        _LOGGER.warning("%s: decoder input not found; audio comes per sentence", path)
-        return None
+        raise Unsplittable("no dec.conv_pre/dec.cond convolutions before an 'audio' output")
     known = {v.name for v in graph.value_info}
     for name in (latent, speaker):
         if name not in known:  # the extractor needs a declaration; the shapes stay dynamic
@@ -62,6 +62,5 @@ def split_synthesizer(path: Path) -> SplitSynthesizer | None:
         front = extractor.extract_model([i.name for i in graph.input], [latent, speaker] + [o for o in outputs if o != "audio"])
         decoder = extractor.extract_model([latent, speaker], ["audio"])
     except Exception as err:  # a graph whose audio depends on more than z and g
-        _LOGGER.warning("%s: cannot split the synthesizer (%s); audio comes per sentence", path, err)
-        return None
+        raise Unsplittable(f"the decoder does not depend on z and g alone ({err})") from err
     return SplitSynthesizer(front.SerializeToString(), decoder.SerializeToString(), latent, speaker)

@@ -12,8 +12,8 @@ import numpy as np
 from ..store import VoiceFiles
 from ..text import Frontend, Phonemes
 from .onnx import open_session
+from .prepared import DECODER, FRONT, WHOLE, ModelCache
 from .settings import SynthesisSettings
-from .split import split_synthesizer
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -79,7 +79,12 @@ class Voice:
     """A loaded voice; `render` turns one phonemized sentence into float audio."""
 
     def __init__(
-        self, files: VoiceFiles, frontend_for: Callable[[bool], Frontend], threads: int | None = None, chunked: bool = True
+        self,
+        files: VoiceFiles,
+        frontend_for: Callable[[bool], Frontend],
+        cache: ModelCache,
+        threads: int | None = None,
+        chunked: bool = True,
     ) -> None:
         self.name = files.name
         self.files = files
@@ -88,13 +93,16 @@ class Voice:
             raise ValueError(f"Voice {self.name!r} is not a JP-Extra model; only JP-Extra voices are supported")
         self.style_vectors = np.load(files.style_vectors).astype(np.float32)
         self.frontend = frontend_for(self.config.add_blank)
-        split = split_synthesizer(files.synthesizer) if chunked else None
-        self.decoder = open_session(split.decoder, threads) if split else None
-        self.synthesizer = open_session(split.front if split else files.synthesizer, threads)
-        self._latent, self._speaker = (split.latent, split.speaker) if split else ("", "")
-        del split  # the serialized models are large; the sessions hold what they need
+        synthesizer = cache.prepare(files.synthesizer, split=chunked)
+        if synthesizer.unsplit_reason:
+            _LOGGER.warning("%s cannot be split (%s): audio comes per sentence", files.synthesizer, synthesizer.unsplit_reason)
+        self.synthesizer = open_session(synthesizer.parts.get(FRONT) or synthesizer.parts[WHOLE], threads)
+        self.decoder = open_session(synthesizer.parts[DECODER], threads) if synthesizer.split else None
+        self._latent, self._speaker = synthesizer.latent, synthesizer.speaker
         self.duration_predictor = (
-            open_session(files.duration_predictor, threads) if files.duration_predictor else None
+            open_session(cache.prepare(files.duration_predictor).parts[WHOLE], threads)
+            if files.duration_predictor
+            else None
         )
         _LOGGER.info(
             "Loaded voice %s from %s (styles: %s%s)",

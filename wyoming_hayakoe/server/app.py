@@ -9,6 +9,7 @@ import time
 from functools import partial
 
 from ..engine.engine import Engine
+from ..engine.prepared import PreparationError
 from ..engine.settings import SynthesisSettings
 from ..store import MissingModelFiles
 from .config import ServerConfig, StartupError, VoiceSelection, ensure_voices
@@ -34,8 +35,10 @@ def load_engine(config: ServerConfig, selection: VoiceSelection) -> tuple[Engine
     if config.dictionary is not None:
         _LOGGER.info("User dictionary %s applied", config.dictionary)
     try:
-        engine = Engine(data_dirs, voices=load, threads=config.threads, keep_words=keep_words)
-    except (MissingModelFiles, ValueError) as err:  # missing files, a voice that is not JP-Extra
+        engine = Engine(
+            data_dirs, voices=load, threads=config.threads, keep_words=keep_words, cache_dir=config.cache_dir
+        )
+    except (MissingModelFiles, PreparationError, ValueError) as err:  # missing or broken files, not JP-Extra
         raise StartupError(str(err)) from err
     if not engine.voices:
         raise StartupError("No voice could be loaded from " + ", ".join(str(d) for d in data_dirs))

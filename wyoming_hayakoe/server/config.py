@@ -46,6 +46,7 @@ class ServerConfig:
     zeroconf: str | None = None  # service name; None = off
     zeroconf_host: str | None = None
     dictionary: Path | None = None  # user dictionary file
+    cache_dir: Path | None = None  # models optimized for this machine; None: a temporary folder
 
 
 def _missing(data_dirs: Sequence[Path], voices: Sequence[str]) -> list[str]:

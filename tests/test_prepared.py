@@ -1,0 +1,149 @@
+"""Models optimized once into the cache: reused, rebuilt when the model changes, errors reported."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+from wyoming_hayakoe.engine.onnx import open_session
+from wyoming_hayakoe.engine.prepared import DECODER, FRONT, MANIFEST, WHOLE, ModelCache, PreparationError
+
+DP = Path("onnx") / "speakers" / "standin-a" / "duration_predictor.onnx"
+SYNTH = Path("onnx") / "speakers" / "standin-a" / "synthesizer.onnx"
+
+
+def entries(folder: Path) -> list[Path]:
+    return sorted(m.parent for m in folder.glob(f"*/{MANIFEST}"))
+
+
+@pytest.fixture
+def model(tmp_path: Path, standin_dir: Path) -> Path:
+    """A copy of a small real model, free to be changed by the test."""
+    copy = tmp_path / "models" / "duration_predictor.onnx"
+    copy.parent.mkdir()
+    shutil.copy(standin_dir / DP, copy)
+    return copy
+
+
+def tiny_graph(path: Path) -> Path:
+    """A valid model with an `audio` output but no HiFi-GAN decoder to cut at."""
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["audio"])],
+        "no-decoder",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None])],
+        [helper.make_tensor_value_info("audio", TensorProto.FLOAT, [None])],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_second_prepare_reuses_the_entry_without_a_child(model: Path, tmp_path: Path, monkeypatch) -> None:
+    cache = ModelCache(tmp_path / "cache")
+    first = cache.prepare(model)
+    assert entries(cache.folder) == [first.parts[WHOLE].parent]
+    assert first.parts[WHOLE].with_name("model.onnx.data").stat().st_size > 1024  # weights beside the graph
+
+    def no_child(*args, **kwargs):
+        raise AssertionError("a cached model was optimized again")
+
+    monkeypatch.setattr(subprocess, "run", no_child)
+    again = ModelCache(tmp_path / "cache").prepare(model)
+    assert again == first
+
+
+def test_optimized_model_computes_what_the_source_does(model: Path, tmp_path: Path) -> None:
+    prepared = ModelCache(tmp_path / "cache").prepare(model)
+    source = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    feeds = {}
+    rng = np.random.default_rng(0)
+    for spec in source.get_inputs():
+        shape = [d if isinstance(d, int) else 7 for d in spec.shape]
+        if spec.name == "bert":
+            shape = [1, 1024, 7]
+        if spec.name in ("sdp_ratio", "noise_scale_w"):
+            feeds[spec.name] = np.zeros(1, dtype=np.float32)  # no random noise: comparable runs
+        elif spec.name == "x_lengths":
+            feeds[spec.name] = np.array([7], dtype=np.int64)
+        elif spec.type == "tensor(int64)":
+            feeds[spec.name] = rng.integers(0, 2, size=shape).astype(np.int64)  # valid ids, tones, language
+        else:
+            feeds[spec.name] = rng.random(shape).astype(np.float32)
+    expected = source.run(None, feeds)
+    got = open_session(prepared.parts[WHOLE], threads=1).run(None, feeds)
+    for a, b in zip(expected, got):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_a_changed_model_is_optimized_again_and_the_old_entry_removed(model: Path, tmp_path: Path) -> None:
+    cache = ModelCache(tmp_path / "cache")
+    old = cache.prepare(model).parts[WHOLE].parent
+    stat = model.stat()
+    os.utime(model, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # e.g. a new download
+    new = cache.prepare(model).parts[WHOLE].parent
+    assert new != old
+    assert entries(cache.folder) == [new]
+
+
+def test_split_and_whole_entries_of_one_synthesizer_live_side_by_side(standin_dir: Path, model_cache: Path) -> None:
+    cache = ModelCache(model_cache)
+    split = cache.prepare(standin_dir / SYNTH, split=True)
+    whole = cache.prepare(standin_dir / SYNTH, split=False)
+    assert set(split.parts) == {FRONT, DECODER} and split.latent and split.speaker
+    assert set(whole.parts) == {WHOLE} and not whole.unsplit_reason
+    assert all(p.is_file() for p in [*split.parts.values(), *whole.parts.values()])
+
+
+def test_a_synthesizer_without_a_decoder_to_cut_is_kept_whole_with_the_reason(tmp_path: Path) -> None:
+    prepared = ModelCache(tmp_path / "cache").prepare(tiny_graph(tmp_path / "synthesizer.onnx"), split=True)
+    assert set(prepared.parts) == {WHOLE}
+    assert "conv_pre" in prepared.unsplit_reason
+
+
+def test_a_broken_model_is_a_clear_error(tmp_path: Path) -> None:
+    broken = tmp_path / "bert_q8.onnx"
+    broken.write_bytes(b"this is not an onnx file")
+    cache = ModelCache(tmp_path / "cache")
+    with pytest.raises(PreparationError, match=r"Could not optimize .*bert_q8\.onnx: \S"):
+        cache.prepare(broken)
+    assert entries(cache.folder) == [] and list(cache.folder.iterdir()) == []  # no half-built entry left
+
+
+def test_an_unusable_cache_folder_falls_back_to_a_temporary_one(model: Path, tmp_path: Path, caplog) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    cache = ModelCache(blocker / "cache")
+    assert "not writable" in caplog.text
+    prepared = cache.prepare(model)
+    assert prepared.parts[WHOLE].is_file() and not str(prepared.parts[WHOLE]).startswith(str(blocker))
+
+
+def test_a_half_written_entry_is_rebuilt(model: Path, tmp_path: Path) -> None:
+    cache = ModelCache(tmp_path / "cache")
+    entry = cache.prepare(model).parts[WHOLE].parent
+    (entry / "model.onnx").unlink()  # e.g. removed by hand, or a disk that filled up
+    rebuilt = cache.prepare(model)
+    assert rebuilt.parts[WHOLE] == entry / "model.onnx" and rebuilt.parts[WHOLE].is_file()
+    open_session(rebuilt.parts[WHOLE], threads=1)
+
+
+def test_server_reports_a_broken_model_and_exits(standin_dir: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(standin_dir, data, ignore=shutil.ignore_patterns("standin-b"))
+    (data / SYNTH).write_bytes(b"garbage")
+    done = subprocess.run(
+        [sys.executable, "-m", "wyoming_hayakoe", "--uri", "tcp://127.0.0.1:0", "--data-dir", str(data),
+         "--voice", "standin-a", "--no-download", "--cache-dir", str(tmp_path / "cache")],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode != 0
+    assert "Could not optimize" in done.stderr and "synthesizer.onnx" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,209 @@
+"""Models optimized once, in a child process, and kept on disk for every later start.
+
+ONNX Runtime's graph optimization (constant folding above all) keeps the
+loaded file's initializers beside the folded ones: the Q8 BERT took 1.35 GB
+for a 569 MB file and five seconds to load. Optimized once and saved with its
+weights in a separate file, the same graph loads in under a second into
+about its file size, because ORT maps that file instead of copying it. The
+optimization runs in a child process (`python -m wyoming_hayakoe.engine.prepared`)
+whose memory is returned when it exits; the child also cuts synthesizers in
+two (see split.py), so the server never loads a model with the `onnx` package.
+
+A cache entry is keyed by the source model's files (path, size, mtime), the
+ONNX Runtime version and the CPU, since optimized graphs may use
+CPU-specific kernels. Entries for older versions of a source are removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnxruntime as ort
+
+_LOGGER = logging.getLogger(__name__)
+
+CACHE_FORMAT = 1
+MANIFEST = "manifest.json"
+WHOLE = "model"
+FRONT = "front"
+DECODER = "decoder"
+
+
+class PreparationError(RuntimeError):
+    """A model could not be optimized; the message carries the child's error."""
+
+
+@dataclass(frozen=True)
+class PreparedModel:
+    """An optimized model on disk: one graph, or a synthesizer's front and decoder."""
+
+    parts: dict[str, Path]
+    latent: str = ""  # tensors between front and decoder, when split
+    speaker: str = ""
+    unsplit_reason: str = ""  # why a synthesizer could not be split
+
+    @property
+    def split(self) -> bool:
+        return DECODER in self.parts
+
+
+def _cpu_signature() -> str:
+    """The CPU features optimized kernels may depend on."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        lines = []
+    features = next((line.split(":", 1)[1] for line in lines if line.lower().startswith(("flags", "features"))), "")
+    return f"{platform.machine()} {' '.join(sorted(features.split()))}"
+
+
+def cache_key(source: Path, split: bool) -> str:
+    """Changes whenever the source model, ONNX Runtime or the CPU does."""
+    source = source.resolve()
+    # Every file beside the model: external weights have no fixed name.
+    files = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in source.parent.iterdir() if p.is_file())
+    identity = {
+        "format": CACHE_FORMAT,
+        "source": str(source),
+        "files": files,
+        "onnxruntime": ort.__version__,
+        "cpu": _cpu_signature(),
+        "split": split,
+    }
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
+
+
+class ModelCache:
+    """Where optimized models live; without a folder, a temporary one for this process."""
+
+    def __init__(self, folder: Path | None = None) -> None:
+        self._temporary: tempfile.TemporaryDirectory[str] | None = None
+        if folder is not None:
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                probe = tempfile.NamedTemporaryFile(dir=folder)
+                probe.close()
+            except OSError as err:
+                _LOGGER.warning("Model cache %s is not writable (%s); optimizing into a temporary folder", folder, err)
+                folder = None
+        if folder is None:
+            self._temporary = tempfile.TemporaryDirectory(prefix="wyoming-hayakoe-")
+            folder = Path(self._temporary.name)
+        self.folder = folder
+
+    def prepare(self, source: Path, split: bool = False) -> PreparedModel:
+        """The optimized form of `source`, made now if the cache has none for it."""
+        entry = self.folder / cache_key(source, split)
+        prepared = _read_manifest(entry)
+        if prepared is None:
+            _LOGGER.info("Optimizing %s once for this machine (cached in %s)", source, self.folder)
+            shutil.rmtree(entry, ignore_errors=True)  # an incomplete entry, if any
+            self._build(source, split, entry)
+            prepared = _read_manifest(entry)
+            if prepared is None:
+                raise PreparationError(f"Optimizing {source} left no usable result in {entry}")
+        self._prune(source, split, keep=entry)
+        return prepared
+
+    def _build(self, source: Path, split: bool, entry: Path) -> None:
+        work = Path(tempfile.mkdtemp(prefix=".building-", dir=self.folder))
+        try:
+            command = [sys.executable, "-m", __name__, str(source), str(work)] + (["--split"] if split else [])
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                detail = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+                raise PreparationError(f"Could not optimize {source}: {detail}")
+            try:
+                work.rename(entry)
+            except OSError:
+                if _read_manifest(entry) is None:  # not another process's finished copy
+                    raise
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    def _prune(self, source: Path, split: bool, keep: Path) -> None:
+        """Remove entries made the same way from an earlier version of `source`."""
+        made_from = {"source": str(source.resolve()), "split": split}
+        for manifest in self.folder.glob(f"*/{MANIFEST}"):
+            entry = manifest.parent
+            if entry == keep:
+                continue
+            try:
+                recorded = json.loads(manifest.read_text(encoding="utf-8"))
+                if {key: recorded.get(key) for key in made_from} == made_from:
+                    shutil.rmtree(entry, ignore_errors=True)
+            except (OSError, ValueError):
+                continue
+
+
+def _read_manifest(entry: Path) -> PreparedModel | None:
+    try:
+        manifest = json.loads((entry / MANIFEST).read_text(encoding="utf-8"))
+        parts = {name: entry / file for name, file in manifest["parts"].items()}
+    except (OSError, ValueError, KeyError, AttributeError):
+        return None
+    if not all(path.is_file() for path in parts.values()):
+        return None
+    return PreparedModel(
+        parts, manifest.get("latent", ""), manifest.get("speaker", ""), manifest.get("unsplit_reason", "")
+    )
+
+
+# ------------------------------------------------------------- the child --
+
+
+def _optimize(model: Path | bytes, out: Path) -> None:
+    """Save ORT's fully optimized graph of `model` to `out`, weights in `out`.data."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = 1
+    options.optimized_model_filepath = str(out)
+    options.add_session_config_entry("session.optimized_model_external_initializers_file_name", out.name + ".data")
+    options.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
+    ort.InferenceSession(model if isinstance(model, bytes) else str(model), options, providers=["CPUExecutionProvider"])
+
+
+def _prepare_into(source: Path, out: Path, split: bool) -> None:
+    manifest: dict[str, object] = {"source": str(source.resolve()), "split": split}
+    halves = None
+    if split:
+        from .split import Unsplittable, split_synthesizer  # imports onnx: only ever in this child
+
+        try:
+            halves = split_synthesizer(source)
+        except Unsplittable as err:
+            manifest["unsplit_reason"] = str(err)
+    if halves is None:
+        _optimize(source, out / f"{WHOLE}.onnx")
+        manifest["parts"] = {WHOLE: f"{WHOLE}.onnx"}
+    else:
+        _optimize(halves.front, out / f"{FRONT}.onnx")
+        _optimize(halves.decoder, out / f"{DECODER}.onnx")
+        manifest.update(parts={FRONT: f"{FRONT}.onnx", DECODER: f"{DECODER}.onnx"}, latent=halves.latent, speaker=halves.speaker)
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Optimize one ONNX model into a cache entry (used by the engine).")
+    parser.add_argument("source", type=Path)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--split", action="store_true", help="cut a synthesizer into front and decoder first")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+    _prepare_into(args.source, args.out, args.split)
+
+
+if __name__ == "__main__":
+    main()
