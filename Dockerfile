@@ -99,6 +99,11 @@ COPY addon/rootfs /
 
 # HF_HUB_OFFLINE: never reach the hub unless asked to (the add-on's run script
 # lifts it only to fetch a voice the user chose that is not installed).
+# The server keeps the models as optimized for this machine in its --cache-dir
+# (made at the first start, about 720 MB for one voice). The add-on passes
+# /data/cache. Run as a plain container, the default is
+# /root/.cache/wyoming-hayakoe inside the container, so it is made again each
+# time the container is recreated: give --cache-dir a folder on a volume.
 ENV PATH="/opt/wyoming-hayakoe/bin:${PATH}" \
     HAYAKOE_IMAGE_DATA_DIR=/usr/share/hayakoe \
     ORT_DISABLE_TELEMETRY=1 \

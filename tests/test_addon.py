@@ -85,8 +85,55 @@ def test_config_shape(config):
     assert config["ports"] == {PORT: None}, "the Wyoming port is internal unless the user maps it"
     assert "share" in [m if isinstance(m, str) else m["type"] for m in config["map"]]
     assert "*.onnx" in config["backup_exclude"]
+    assert "cache" in config["backup_exclude"], "the run script's --cache-dir, /data/cache"
     assert "image" not in config, "no published images yet: the Supervisor must build locally"
     assert re.fullmatch(r"\d+\.\d+\.\d+", str(config["version"]))
+
+
+def supervisor_backup(data: Path, excludes: list[str]) -> set[str]:
+    """The files of `data` a Supervisor backup keeps, relative to it.
+
+    As the Supervisor does (supervisor/apps/app.py `_is_excluded_by_filter` with
+    securetar's `atomic_contents_add`): each pattern is matched with
+    PurePath.match against the full path, and an excluded folder is skipped
+    with all it holds.
+    """
+    kept: set[str] = set()
+
+    def walk(folder: Path) -> None:
+        for item in folder.iterdir():
+            if any(item.match(pattern) for pattern in excludes):
+                continue
+            if item.is_dir():
+                walk(item)
+            else:
+                kept.add(item.relative_to(data).as_posix())
+
+    walk(data)
+    return kept
+
+
+def test_backup_leaves_out_the_models_and_the_cache(tmp_path, config):
+    data = tmp_path / "addons" / "data" / "local_hayakoe"
+    files = {
+        "options.json": True,
+        "onnx/speakers/jvnv-M1-jp/config.json": True,
+        "onnx/speakers/jvnv-M1-jp/style_vectors.npy": True,
+        "onnx/speakers/jvnv-M1-jp/synthesizer.onnx": False,
+        "onnx/bert/q8/bert_q8.onnx": False,
+        "onnx/bert/q8/bert_q8.onnx.data": False,
+        "bert/tokenizer/vocab.txt": True,
+        "cache/bert-0123abcd/manifest.json": False,
+        "cache/bert-0123abcd/model.onnx": False,
+        "cache/jvnv-M1-jp-4567ef/front.onnx.data": False,
+        "cache/jvnv-M1-jp-4567ef/decoder.onnx": False,
+        "cache/.building-xyz/partial": False,
+    }
+    for name in files:
+        (data / name).parent.mkdir(parents=True, exist_ok=True)
+        (data / name).write_bytes(b"x")
+    kept = supervisor_backup(data, config["backup_exclude"])
+    assert kept == {name for name, keep in files.items() if keep}
 
 
 def test_version_matches_the_package(config):
@@ -396,6 +443,7 @@ def test_run_script_passes_every_option(tmp_path):
     assert "--debug" in argv and "--no-download" in argv
     assert flag(argv, "--data-dir") == [str(addon.data), str(addon.image)], "no /share/hayakoe folder"
     assert flag(argv, "--download-dir") == [str(addon.data)]
+    assert flag(argv, "--cache-dir") == [str(addon.data / "cache")], "the optimized models persist in /data"
     assert "--dictionary" not in argv
 
     # Every flag must exist in the server's command line.
@@ -403,6 +451,7 @@ def test_run_script_passes_every_option(tmp_path):
 
     args = build_parser().parse_args(argv)
     assert args.length_scale == pytest.approx(0.8) and args.no_download and args.debug
+    assert args.cache_dir == addon.data / "cache"
 
 
 @needs_bash
