@@ -26,35 +26,18 @@ and dropped at the end if something was already spoken.
 
 from __future__ import annotations
 
-from typing import Callable
-
-from ..text.sentences import has_speech
-
-#: (buffer, index) -> may the buffer be cut at index? (e.g. `text.readings.safe_to_split`)
-CanSplit = Callable[[str, int], bool]
+from ..text.sentences import CanSplit, cut_position, has_speech
 
 _STRONG_ENDERS = frozenset("。！？｡!?")
 _FULL_STOPS = frozenset(".．")
 _CLOSERS = frozenset("」』）)］]｝}】〕〉》≫〙〗〛”’\"'＞>")
 # What may follow an ender and still belong to the same sentence end.
 _TRAILERS = _STRONG_ENDERS | _FULL_STOPS | _CLOSERS | frozenset("…‥")
-# Where an over-long sentence is best cut (after the character).
-_SOFT_BREAKS = frozenset("、，,；;：:・　 \t")
 _MAX_CARRY = 32
 
 
 def _is_latin_or_digit(ch: str) -> bool:
     return ch.isascii() and ch.isalnum()
-
-
-def _cut_position(text: str, max_length: int, can_split: CanSplit | None = None) -> int:
-    """Where to cut a runaway sentence: after the last soft break within the cap."""
-    window = text[:max_length]
-    floor = max_length // 4
-    for pos in range(len(window) - 1, floor - 1, -1):
-        if window[pos] in _SOFT_BREAKS and (can_split is None or can_split(text, pos + 1)):
-            return pos + 1
-    return max_length  # no good place: a hard cut
 
 
 class SentenceStream:
@@ -98,7 +81,7 @@ class SentenceStream:
             self._pending = self._pending[end:]
         # A tail without any boundary yet: cap it.
         while len(self._pending) > self.max_length:
-            cut = _cut_position(self._pending, self.max_length, self.can_split)
+            cut = cut_position(self._pending, self.max_length, self.can_split)
             out += self._emit(self._pending[:cut])
             self._pending = self._pending[cut:]
         return out
@@ -136,7 +119,7 @@ class SentenceStream:
         piece = piece.strip()
         while piece:
             if len(piece) > self.max_length:
-                cut = _cut_position(piece, self.max_length, self.can_split)
+                cut = cut_position(piece, self.max_length, self.can_split)
                 head, piece = piece[:cut].strip(), piece[cut:].strip()
             else:
                 head, piece = piece, ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 #: A piece of text ends after one of these characters.
 SENTENCE_TERMINATORS = frozenset("。！？!?\n")
@@ -20,6 +21,25 @@ _SPEAKABLE_RE = re.compile(
     "\uff66-\uff9f"  # half-width katakana ｦ..ﾟ
     "]"
 )
+
+
+#: (text, index) -> may the text be cut at index? (e.g. `text.readings.safe_to_split`)
+CanSplit = Callable[[str, int], bool]
+
+# Where an over-long sentence is best cut (after the character).
+_SOFT_BREAKS = frozenset("、，,；;：:・　 \t")
+
+
+def cut_position(text: str, limit: int, can_split: CanSplit | None = None) -> int:
+    """Where to cut a runaway sentence: after its last soft break within `limit`, else at `limit`.
+
+    A break in the first quarter is not used: it would leave a long rest
+    for the next cut and a stub of a sentence.
+    """
+    for pos in range(min(len(text), limit) - 1, limit // 4 - 1, -1):
+        if text[pos] in _SOFT_BREAKS and (can_split is None or can_split(text, pos + 1)):
+            return pos + 1
+    return limit
 
 
 def has_speech(text: str) -> bool:
@@ -62,4 +82,4 @@ def split_sentences(text: str) -> list[str]:
     return sentences
 
 
-__all__ = ["SENTENCE_TERMINATORS", "has_speech", "split_sentences"]
+__all__ = ["SENTENCE_TERMINATORS", "CanSplit", "cut_position", "has_speech", "split_sentences"]
