@@ -39,6 +39,24 @@ def test_decode_plan_covers_every_frame_once(frames: int) -> None:
     assert all(end - start <= DECODE_MAX_FRAMES for start, end in plan)
 
 
+@pytest.mark.parametrize("frames", [1, 48, DECODE_MAX_FRAMES, DECODE_MAX_FRAMES + 1, 1000])
+def test_later_sentences_are_decoded_in_few_even_slices(frames: int) -> None:
+    plan = decode_plan(frames, quick_start=False)
+    assert plan[0][0] == 0 and plan[-1][1] == frames
+    assert all(a[1] == b[0] for a, b in zip(plan, plan[1:]))
+    assert len(plan) == -(-frames // DECODE_MAX_FRAMES)  # no cut that is not needed
+    sizes = [end - start for start, end in plan]
+    assert max(sizes) - min(sizes) <= 1 and max(sizes) <= DECODE_MAX_FRAMES
+
+
+def test_only_the_first_sentence_of_a_request_starts_with_small_slices(engine: Engine) -> None:
+    sentence = "明日の朝七時にアラームをセットしました。"
+    first = list(engine.synthesize(sentence, VOICE, QUIET))
+    both = list(engine.synthesize(sentence + sentence, VOICE, QUIET))
+    assert len(first) >= 3 and len(first[0]) <= 12 * engine.voice(VOICE).config.hop_length
+    assert len(both) == len(first) + 1  # the second sentence in one slice, its pause in front
+
+
 @pytest.mark.parametrize("text", ["はい。", LONG, "明日の朝七時にアラームをセットしました。"])
 def test_chunked_decoding_equals_the_whole_model(engine: Engine, text: str) -> None:
     voice = engine.voice(VOICE)

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..store import find_bert, find_voice, installed_voices
 from ..text import Frontend, split_sentences
+from ..text.sentences import cut_position
 from ..text.readings import HomeAssistantReader
 from .bert import BertEncoder
 from .pauses import BoundaryPause, gap_samples, trailing_silence
@@ -24,7 +25,6 @@ _LOGGER = logging.getLogger(__name__)
 # whole-text passes would take seconds and gigabytes, so we bound them.
 MAX_SENTENCE_CHARS = 300
 MAX_PAUSE_TEXT_CHARS = 1000
-_SOFT_BREAKS = "、，,　 ・：:；;"
 
 
 def bounded_sentences(sentences: list[str], limit: int = MAX_SENTENCE_CHARS) -> list[str]:
@@ -32,9 +32,7 @@ def bounded_sentences(sentences: list[str], limit: int = MAX_SENTENCE_CHARS) -> 
     out: list[str] = []
     for sentence in sentences:
         while len(sentence) > limit:
-            cut = max(sentence.rfind(c, 0, limit) for c in _SOFT_BREAKS) + 1
-            if cut < limit // 2:
-                cut = limit
+            cut = cut_position(sentence, limit)
             out.append(sentence[:cut])
             sentence = sentence[cut:]
         if sentence:
@@ -119,10 +117,12 @@ class Engine:
             for _ in self.synthesize("準備。完了", voice.name, SynthesisSettings(style=voice.styles[0])):
                 pass
 
-    def render_sentence(self, voice: Voice, sentence: str, settings: SynthesisSettings) -> Iterator[np.ndarray]:
+    def render_sentence(
+        self, voice: Voice, sentence: str, settings: SynthesisSettings, quick_start: bool = True
+    ) -> Iterator[np.ndarray]:
         """float audio for one sentence, in pieces: frontend → BERT → synthesizer."""
         phonemes = voice.frontend.phonemize(sentence)
-        return voice.render(phonemes, self.bert.features(phonemes), settings)
+        return voice.render(phonemes, self.bert.features(phonemes), settings, quick_start)
 
     def boundary_pauses(self, voice: Voice, text: str, sentences: int, settings: SynthesisSettings) -> BoundaryPause:
         """Pauses at the sentence boundaries of `text`, from one duration-predictor pass over all of it."""
@@ -187,7 +187,8 @@ class Utterance:
     def speak(self, sentence: str, pause: float | None = None) -> Iterator[np.ndarray]:
         """int16 audio of `sentence` in pieces, the first preceded by the pause after the previous sentence."""
         pieces: list[np.ndarray] = []
-        for piece in self.engine.render_sentence(self.voice, sentence, self.settings):
+        first = self._previous_audio is None  # nothing of this request is playing yet
+        for piece in self.engine.render_sentence(self.voice, sentence, self.settings, quick_start=first):
             out = piece
             if not pieces and self._previous_audio is not None:
                 out = np.concatenate([np.zeros(self._silence_before(sentence, pause), dtype=np.float32), piece])
