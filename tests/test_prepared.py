@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -147,3 +148,12 @@ def test_server_reports_a_broken_model_and_exits(standin_dir: Path, tmp_path: Pa
     assert done.returncode != 0
     assert "Could not optimize" in done.stderr and "synthesizer.onnx" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("part", ["../../elsewhere.onnx", "/etc/hostname", "", 7])
+def test_a_manifest_cannot_point_outside_its_entry(model: Path, tmp_path: Path, part) -> None:
+    cache = ModelCache(tmp_path / "cache")
+    entry = cache.prepare(model).parts[WHOLE].parent
+    (entry / MANIFEST).write_text(json.dumps({"source": str(model), "split": False, "parts": {WHOLE: part}}))
+    rebuilt = cache.prepare(model)  # not trusted: made again
+    assert rebuilt.parts[WHOLE] == entry / "model.onnx" and rebuilt.parts[WHOLE].is_file()

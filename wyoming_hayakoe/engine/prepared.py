@@ -150,9 +150,13 @@ class ModelCache:
 def _read_manifest(entry: Path) -> PreparedModel | None:
     try:
         manifest = json.loads((entry / MANIFEST).read_text(encoding="utf-8"))
-        parts = {name: entry / file for name, file in manifest["parts"].items()}
-    except (OSError, ValueError, KeyError, AttributeError):
+        files = dict(manifest["parts"])
+    except (OSError, ValueError, KeyError, TypeError):
         return None
+    # Only plain file names inside the entry: the manifest never leads elsewhere.
+    if not files or not all(isinstance(f, str) and f == Path(f).name and f not in ("", ".", "..") for f in files.values()):
+        return None
+    parts = {name: entry / file for name, file in files.items()}
     if not all(path.is_file() for path in parts.values()):
         return None
     return PreparedModel(
