@@ -115,7 +115,8 @@ def test_a_broken_model_is_a_clear_error(tmp_path: Path) -> None:
     cache = ModelCache(tmp_path / "cache")
     with pytest.raises(PreparationError, match=r"Could not optimize .*bert_q8\.onnx: \S"):
         cache.prepare(broken)
-    assert entries(cache.folder) == [] and list(cache.folder.iterdir()) == []  # no half-built entry left
+    assert entries(cache.folder) == []
+    assert [p.name for p in cache.folder.iterdir()] == [".lock"]  # no half-built entry left
 
 
 def test_an_unusable_cache_folder_falls_back_to_a_temporary_one(model: Path, tmp_path: Path, caplog) -> None:
@@ -157,3 +158,64 @@ def test_a_manifest_cannot_point_outside_its_entry(model: Path, tmp_path: Path, 
     (entry / MANIFEST).write_text(json.dumps({"source": str(model), "split": False, "parts": {WHOLE: part}}))
     rebuilt = cache.prepare(model)  # not trusted: made again
     assert rebuilt.parts[WHOLE] == entry / "model.onnx" and rebuilt.parts[WHOLE].is_file()
+
+
+def test_a_truncated_weights_file_is_noticed_and_rebuilt(model: Path, tmp_path: Path) -> None:
+    cache = ModelCache(tmp_path / "cache")
+    entry = cache.prepare(model).parts[WHOLE].parent
+    weights = entry / "model.onnx.data"
+    weights.write_bytes(weights.read_bytes()[:1000])  # e.g. a power cut while it was written
+    rebuilt = cache.prepare(model)
+    assert (rebuilt.parts[WHOLE].parent / "model.onnx.data").stat().st_size > 1000
+    open_session(rebuilt.parts[WHOLE], threads=1)
+
+
+def test_leftovers_of_a_stopped_build_are_cleared(model: Path, tmp_path: Path) -> None:
+    cache = ModelCache(tmp_path / "cache")
+    stale = cache.folder / ".building-abc123"
+    stale.mkdir()
+    (stale / "model.onnx.data").write_bytes(b"\0" * 4096)
+    cache.prepare(model)
+    assert not stale.exists()
+    assert [p.name for p in cache.folder.iterdir() if p.name.startswith(".building-")] == []
+
+
+def test_servers_starting_together_optimize_once(model: Path, tmp_path: Path) -> None:
+    script = (
+        "import logging, sys\nfrom pathlib import Path\nfrom wyoming_hayakoe.engine.prepared import ModelCache\n"
+        "logging.basicConfig(level=logging.INFO)\n"
+        "print(ModelCache(Path(sys.argv[1])).prepare(Path(sys.argv[2])).parts['model'])"
+    )
+    starts = [
+        subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "cache"), str(model)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    results = [p.communicate(timeout=300) for p in starts]
+    assert all(p.returncode == 0 for p in starts), results
+    assert len({out.strip() for out, _ in results}) == 1
+    assert len(entries(tmp_path / "cache")) == 1
+    assert sum("Optimizing" in err for _, err in results) == 1  # the others found it made
+
+
+def test_a_killed_optimizer_is_reported_as_such(model: Path, tmp_path: Path, monkeypatch) -> None:
+    def killed(command, **kwargs):
+        return subprocess.CompletedProcess(command, -9, "", "")
+
+    monkeypatch.setattr(subprocess, "run", killed)
+    with pytest.raises(PreparationError, match="killed by SIGKILL.*out of memory"):
+        ModelCache(tmp_path / "cache").prepare(model)
+
+
+def test_a_full_disk_is_a_clear_error(model: Path, tmp_path: Path, monkeypatch) -> None:
+    import errno
+    import tempfile
+
+    cache = ModelCache(tmp_path / "cache")
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", full)
+    with pytest.raises(PreparationError, match=r"No space left.*--cache-dir"):
+        cache.prepare(model)

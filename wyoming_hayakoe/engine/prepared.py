@@ -17,12 +17,14 @@ CPU-specific kernels. Entries for older versions of a source are removed.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import logging
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -33,8 +35,11 @@ import onnxruntime as ort
 
 _LOGGER = logging.getLogger(__name__)
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 MANIFEST = "manifest.json"
+LOCK = ".lock"
+BUILDING = ".building-"
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds wyoming_hayakoe/
 WHOLE = "model"
 FRONT = "front"
 DECODER = "decoder"
@@ -68,14 +73,25 @@ def _cpu_signature() -> str:
     return f"{platform.machine()} {' '.join(sorted(features.split()))}"
 
 
+def _code_signature() -> str:
+    """This module and the splitter: a change in how models are prepared invalidates the cache."""
+    digest = hashlib.sha256()
+    for module in ("prepared.py", "split.py"):
+        digest.update((Path(__file__).with_name(module)).read_bytes())
+    return digest.hexdigest()
+
+
 def cache_key(source: Path, split: bool) -> str:
-    """Changes whenever the source model, ONNX Runtime or the CPU does."""
-    source = source.resolve()
-    # Every file beside the model: external weights have no fixed name.
-    files = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in source.parent.iterdir() if p.is_file())
+    """Changes whenever the source model, this code, ONNX Runtime or the CPU does."""
+    # Every file beside the model as it is opened (external weights have no
+    # fixed name and are looked up beside a symlink, not its target); stat
+    # follows symlinks, so a changed target counts.
+    folder = source.absolute().parent
+    files = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir() if p.is_file())
     identity = {
         "format": CACHE_FORMAT,
-        "source": str(source),
+        "code": _code_signature(),
+        "source": str(source.resolve()),
         "files": files,
         "onnxruntime": ort.__version__,
         "cpu": _cpu_signature(),
@@ -103,39 +119,52 @@ class ModelCache:
         self.folder = folder
 
     def prepare(self, source: Path, split: bool = False) -> PreparedModel:
-        """The optimized form of `source`, made now if the cache has none for it."""
+        """The optimized form of `source`, made now if the cache has none for it.
+
+        One process at a time works in the folder (a lock file), so servers
+        started together optimize a model once and never see a half-made entry.
+        """
         entry = self.folder / cache_key(source, split)
-        prepared = _read_manifest(entry)
-        if prepared is None:
-            _LOGGER.info("Optimizing %s once for this machine (cached in %s)", source, self.folder)
-            shutil.rmtree(entry, ignore_errors=True)  # an incomplete entry, if any
-            self._build(source, split, entry)
-            prepared = _read_manifest(entry)
-            if prepared is None:
-                raise PreparationError(f"Optimizing {source} left no usable result in {entry}")
-        self._prune(source, split, keep=entry)
-        return prepared
+        try:
+            with open(self.folder / LOCK, "a+b") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                prepared = _read_manifest(entry, split)
+                if prepared is None:
+                    _LOGGER.info("Optimizing %s once for this machine (cached in %s)", source, self.folder)
+                    self._build(source, split, entry)
+                    prepared = _read_manifest(entry, split)
+                    if prepared is None:
+                        raise PreparationError(f"Optimizing {source} left no usable result in {entry}")
+                self._prune(source, split, keep=entry)
+                return prepared
+        except OSError as err:
+            raise PreparationError(
+                f"Model cache {self.folder}: {err}. Free some space or choose another folder with --cache-dir"
+            ) from err
 
     def _build(self, source: Path, split: bool, entry: Path) -> None:
-        work = Path(tempfile.mkdtemp(prefix=".building-", dir=self.folder))
+        for leftover in self.folder.glob(BUILDING + "*"):  # from a process stopped mid-way (we hold the lock)
+            shutil.rmtree(leftover, ignore_errors=True)
+        shutil.rmtree(entry, ignore_errors=True)  # an incomplete entry, if any
+        work = Path(tempfile.mkdtemp(prefix=BUILDING, dir=self.folder))
         try:
-            command = [sys.executable, "-m", __name__, str(source), str(work)] + (["--split"] if split else [])
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            command = [sys.executable, "-m", __name__, str(source.absolute()), str(work.absolute())]
+            # Run from the folder holding this package, so the child imports this very code.
+            done = subprocess.run(
+                command + (["--split"] if split else []),
+                capture_output=True, text=True, errors="replace", check=False, cwd=_PACKAGE_ROOT,
+            )
             if done.returncode != 0:
-                detail = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
-                raise PreparationError(f"Could not optimize {source}: {detail}")
-            try:
-                work.rename(entry)
-            except OSError:
-                if _read_manifest(entry) is None:  # not another process's finished copy
-                    raise
+                raise PreparationError(f"Could not optimize {source}: {_failure(done)}")
+            work.rename(entry)
+            _sync(self.folder)
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
     def _prune(self, source: Path, split: bool, keep: Path) -> None:
         """Remove entries made the same way from an earlier version of `source`."""
         made_from = {"source": str(source.resolve()), "split": split}
-        for manifest in self.folder.glob(f"*/{MANIFEST}"):
+        for manifest in self.folder.glob(f"[!.]*/{MANIFEST}"):
             entry = manifest.parent
             if entry == keep:
                 continue
@@ -147,20 +176,50 @@ class ModelCache:
                 continue
 
 
-def _read_manifest(entry: Path) -> PreparedModel | None:
+def _failure(done: subprocess.CompletedProcess[str]) -> str:
+    """The child's last words, or how it died."""
+    if done.returncode < 0:
+        name = signal.Signals(-done.returncode).name
+        hint = " (probably out of memory: optimizing the BERT needs about 1.5 GB)" if name == "SIGKILL" else ""
+        return f"the optimizer was killed by {name}{hint}"
+    lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else f"exit code {done.returncode}"
+
+
+def _sync(path: Path) -> None:
+    """Flush a file or folder to disk, so an entry survives a power cut whole or not at all."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_manifest(entry: Path, split: bool) -> PreparedModel | None:
+    """The entry's model if every file it lists is there at its recorded size."""
     try:
         manifest = json.loads((entry / MANIFEST).read_text(encoding="utf-8"))
-        files = dict(manifest["parts"])
+        parts = dict(manifest["parts"])
+        sizes = dict(manifest["files"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    expected = {FRONT, DECODER} if split and not manifest.get("unsplit_reason") else {WHOLE}
     # Only plain file names inside the entry: the manifest never leads elsewhere.
-    if not files or not all(isinstance(f, str) and f == Path(f).name and f not in ("", ".", "..") for f in files.values()):
+    names = set(parts.values()) | set(sizes)
+    if set(parts) != expected or not set(parts.values()) <= set(sizes):
         return None
-    parts = {name: entry / file for name, file in files.items()}
-    if not all(path.is_file() for path in parts.values()):
+    if not all(isinstance(f, str) and f == Path(f).name and f not in ("", ".", "..") for f in names):
+        return None
+    try:
+        if any((entry / name).stat().st_size != size for name, size in sizes.items()):
+            return None
+    except OSError:
         return None
     return PreparedModel(
-        parts, manifest.get("latent", ""), manifest.get("speaker", ""), manifest.get("unsplit_reason", "")
+        {name: entry / file for name, file in parts.items()},
+        manifest.get("latent", ""),
+        manifest.get("speaker", ""),
+        manifest.get("unsplit_reason", ""),
     )
 
 
@@ -195,7 +254,12 @@ def _prepare_into(source: Path, out: Path, split: bool) -> None:
         _optimize(halves.front, out / f"{FRONT}.onnx")
         _optimize(halves.decoder, out / f"{DECODER}.onnx")
         manifest.update(parts={FRONT: f"{FRONT}.onnx", DECODER: f"{DECODER}.onnx"}, latent=halves.latent, speaker=halves.speaker)
+    manifest["files"] = {path.name: path.stat().st_size for path in sorted(out.iterdir())}
+    for path in out.iterdir():
+        _sync(path)
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+    _sync(out / MANIFEST)
+    _sync(out)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -205,7 +269,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--split", action="store_true", help="cut a synthesizer into front and decoder first")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+    ort.set_default_logger_severity(3)  # not the warning that an optimized model is hardware-specific: it is meant to be
     _prepare_into(args.source, args.out, args.split)
 
 
