@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -25,6 +26,9 @@ _LOGGER = logging.getLogger(__name__)
 # whole-text passes would take seconds and gigabytes, so we bound them.
 MAX_SENTENCE_CHARS = 300
 MAX_PAUSE_TEXT_CHARS = 1000
+# A sentence is decoded in small slices first (see decode_plan) unless at
+# least this much of the request's audio is still ahead of the listener.
+QUICK_START_UNLESS_AHEAD_S = 1.0
 
 
 def bounded_sentences(sentences: list[str], limit: int = MAX_SENTENCE_CHARS) -> list[str]:
@@ -183,16 +187,27 @@ class Utterance:
         self.settings = settings
         self._previous_text: str | None = None
         self._previous_audio: np.ndarray | None = None
+        self._started: float | None = None  # when the first audio went out
+        self._samples_out = 0
+
+    def _audio_ahead(self) -> float:
+        """Seconds of audio sent but not yet heard, if playback began with the first piece."""
+        if self._started is None:
+            return 0.0
+        return self._samples_out / self.voice.sample_rate - (time.monotonic() - self._started)
 
     def speak(self, sentence: str, pause: float | None = None) -> Iterator[np.ndarray]:
         """int16 audio of `sentence` in pieces, the first preceded by the pause after the previous sentence."""
         pieces: list[np.ndarray] = []
-        first = self._previous_audio is None  # nothing of this request is playing yet
-        for piece in self.engine.render_sentence(self.voice, sentence, self.settings, quick_start=first):
+        quick_start = self._audio_ahead() < QUICK_START_UNLESS_AHEAD_S
+        for piece in self.engine.render_sentence(self.voice, sentence, self.settings, quick_start):
             out = piece
             if not pieces and self._previous_audio is not None:
                 out = np.concatenate([np.zeros(self._silence_before(sentence, pause), dtype=np.float32), piece])
             pieces.append(piece)
+            if self._started is None:
+                self._started = time.monotonic()
+            self._samples_out += len(out)
             yield to_pcm16(out)
         self._previous_text = sentence
         self._previous_audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
