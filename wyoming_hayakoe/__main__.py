@@ -19,6 +19,7 @@ from . import __version__
 from .cli.common import (
     add_cache_dir_argument,
     add_synthesis_arguments,
+    cache_dir_from,
     positive_int,
     run_cli,
     settings_from,
@@ -124,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
             zeroconf=args.zeroconf,
             zeroconf_host=args.zeroconf_host,
             dictionary=args.dictionary,
-            cache_dir=args.cache_dir,
+            cache_dir=cache_dir_from(args),
         )
         from .server.listener import Listener
 

@@ -64,18 +64,43 @@ def add_data_dir_argument(parser: argparse.ArgumentParser, required: bool = True
     )
 
 
+DEFAULT_CACHE_DIR_TEXT = "$XDG_CACHE_HOME/wyoming-hayakoe, else ~/.cache/wyoming-hayakoe"
+
+
 def default_cache_dir() -> Path:
-    """Where models optimized for this machine are kept: the user's cache folder."""
+    """Where models optimized for this machine are kept: the user's cache folder.
+
+    Raises RuntimeError when there is neither XDG_CACHE_HOME nor a home folder
+    (no HOME and a user id without a passwd entry, as in some containers).
+    """
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "wyoming-hayakoe"
 
 
 def add_cache_dir_argument(parser: argparse.ArgumentParser) -> None:
+    """--cache-dir, default None: resolve it with `cache_dir_from` after parsing.
+
+    The default location is only looked up then, so that a missing home
+    folder cannot stop the command line from parsing (or --help from printing).
+    """
     parser.add_argument(
-        "--cache-dir", type=Path, default=default_cache_dir(), metavar="DIR",
+        "--cache-dir", type=Path, default=None, metavar="DIR",
         help="Writable folder for the models as optimized for this machine, made at the first start "
-        "and reused (default: %(default)s)",
+        f"and reused (default: {DEFAULT_CACHE_DIR_TEXT})",
     )
+
+
+def cache_dir_from(args: argparse.Namespace) -> Path | None:
+    """The --cache-dir given, else the default; None (a temporary folder) if there is no default."""
+    if args.cache_dir is not None:
+        return args.cache_dir
+    try:
+        return default_cache_dir()
+    except RuntimeError as err:  # Path.home(): no HOME and no passwd entry
+        logging.getLogger(__name__).warning(
+            "No cache folder for optimized models (%s): using a temporary one; give --cache-dir to keep them", err
+        )
+        return None
 
 
 def setup_logging(debug: bool, fmt: str = logging.BASIC_FORMAT) -> None:

@@ -14,6 +14,7 @@ from .common import (
     add_cache_dir_argument,
     add_data_dir_argument,
     add_synthesis_arguments,
+    cache_dir_from,
     fail,
     positive_int,
     run_cli,
@@ -81,7 +82,7 @@ def _synthesize(args: argparse.Namespace, text: str, keep_words: list[str]) -> i
 
     try:
         settings = settings_from(args)
-        engine = Engine(args.data_dir, voices=[args.voice], threads=args.threads, keep_words=keep_words, cache_dir=args.cache_dir)
+        engine = Engine(args.data_dir, voices=[args.voice], threads=args.threads, keep_words=keep_words, cache_dir=cache_dir_from(args))
         voice = engine.voice(args.voice)
         pieces = list(engine.synthesize(text, args.voice, settings))
     except (MissingModelFiles, InvalidVoiceName, UnknownVoice, UnknownStyle, InvalidSettings, PreparationError) as err:
