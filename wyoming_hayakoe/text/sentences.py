@@ -34,8 +34,11 @@ def cut_position(text: str, limit: int, can_split: CanSplit | None = None) -> in
     """Where to cut a runaway sentence: after its last soft break within `limit`, else at `limit`.
 
     A break in the first quarter is not used: it would leave a long rest
-    for the next cut and a stub of a sentence.
+    for the next cut and a stub of a sentence.  For a text longer than
+    `limit` the result is always in 1..limit, so cutting repeatedly ends.
     """
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
     for pos in range(min(len(text), limit) - 1, limit // 4 - 1, -1):
         if text[pos] in _SOFT_BREAKS and (can_split is None or can_split(text, pos + 1)):
             return pos + 1
