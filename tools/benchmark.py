@@ -13,7 +13,9 @@ speed factor (audio seconds per compute second), peak RSS (VmHWM) with one
 and two voices, and ready time (process start → first request answerable).
 Our server starts once with an empty model cache (its first start after an
 install, when it optimizes the models in a child process: reported apart,
-with the child's peak) and then as it starts every later time.
+with the peak of the server and that child together, sampled from /proc)
+and then as it starts every later time (checked to have used the cache).
+Each server's log goes to <out>/logs/.
 It then runs the independent client wyoming-bench against our server.
 Results go to a JSON file and a table.
 """
@@ -24,11 +26,14 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,12 +63,94 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def vm_hwm_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
+def _status_kib(pid: int, field: str) -> int:
+    """A `field:` line of /proc/<pid>/status in KiB; 0 if the process is gone (or a kernel thread)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        pass
     return 0
+
+
+def _children(pid: int) -> list[int]:
+    """Direct children of `pid`, from /proc/<pid>/task/*/children (else from every process's parent)."""
+    task_dir = Path(f"/proc/{pid}/task")
+    try:
+        tasks = list(task_dir.iterdir())
+    except (FileNotFoundError, ProcessLookupError):
+        return []  # gone
+    children: list[int] = []
+    files = [task / "children" for task in tasks]
+    if files and not any(f.exists() for f in files) and Path(f"/proc/{pid}").exists():
+        return _children_by_ppid(pid)  # a kernel without CONFIG_PROC_CHILDREN
+    for file in files:
+        try:
+            children += [int(word) for word in file.read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            pass  # that thread ended
+    return children
+
+
+def _children_by_ppid(pid: int) -> list[int]:
+    children = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:  # field 4, after "(comm) state"
+                children.append(int(entry.name))
+    return children
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and all its descendants alive now."""
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        if current not in tree:
+            tree.append(current)
+            todo += _children(current)
+    return tree
+
+
+def tree_rss_kib(pid: int) -> int:
+    """Sum of VmRSS (KiB) over `pid` and its descendants; processes that vanish meanwhile count 0."""
+    return sum(_status_kib(member, "VmRSS") for member in process_tree(pid))
+
+
+class TreeRssSampler:
+    """Samples `tree_rss_kib(pid)` every `interval` s in a thread and keeps the maximum."""
+
+    def __init__(self, pid: int, interval: float = 0.05) -> None:
+        self.pid = pid
+        self.interval = interval
+        self.peak_kib = 0
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"rss-{pid}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            self.peak_kib = max(self.peak_kib, tree_rss_kib(self.pid))
+            self.samples += 1
+            if self._stop.wait(self.interval):
+                return
+
+    def stop(self) -> int:
+        """Stop sampling (after one last sample); the peak in KiB."""
+        self._stop.set()
+        self._thread.join()
+        return self.peak_kib
+
+
+def vm_hwm_kib(pid: int) -> int:
+    return _status_kib(pid, "VmHWM")
 
 
 def data_dir_with(full: Path, voices: tuple[str, ...], root: Path) -> Path:
@@ -88,26 +175,52 @@ class Side:
     speed: dict[str, list[float]] = field(default_factory=dict)
     rss_mib: dict[str, int] = field(default_factory=dict)
     ready_first_start: float = float("nan")  # ours: empty model cache
+    first_start_rss_kib: dict[str, int] = field(default_factory=dict)  # ours: how the first-start peak was found
 
     def add(self, text: str, first: float, total: float, audio: float) -> None:
         self.first_audio.setdefault(text, []).append(first)
         self.speed.setdefault(text, []).append(audio / total)
 
 
-class OurServer:
-    """Our server as a user runs it, talked to with wyoming's client."""
+#: What our server logs (wyoming_hayakoe.engine.prepared, INFO) only when it optimizes a model.
+OPTIMIZING_RE = re.compile(r"Optimizing .* once for this machine")
 
-    def __init__(self, data_dir: Path, voice: str, threads: int | None, cache_dir: Path) -> None:
+
+class OurServer:
+    """Our server as a user runs it, talked to with wyoming's client.
+
+    Its log (stderr) goes to `log_path`, not to a pipe that could fill up and
+    block it. With `sample_tree`, the summed RSS of the server and its
+    children (the model optimizer) is sampled from start until `stop`.
+    """
+
+    def __init__(self, data_dir: Path, voice: str, threads: int | None, cache_dir: Path, log_path: Path,
+                 sample_tree: bool = False) -> None:
         self.port = free_port()
+        self.log_path = log_path
         cmd = [sys.executable, "-m", "wyoming_hayakoe", "--uri", f"tcp://127.0.0.1:{self.port}",
                "--data-dir", str(data_dir), "--voice", voice, "--noise-scale", "0", "--noise-w-scale", "0",
                "--cache-dir", str(cache_dir)]
         if threads:
             cmd += ["--threads", str(threads)]
+        log_path.parent.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
-        self.process = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        asyncio.run(self._wait_ready())
+        with open(log_path, "wb") as log:
+            self.process = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log)
+        self.sampler = TreeRssSampler(self.process.pid) if sample_tree else None
+        try:
+            asyncio.run(self._wait_ready())
+        except BaseException:
+            self._end(timeout=10)
+            raise
         self.ready = time.monotonic() - started
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def optimized(self) -> bool:
+        """Whether the server optimized a model (rather than taking all from the cache)."""
+        return OPTIMIZING_RE.search(self.log()) is not None
 
     async def _wait_ready(self) -> None:
         from wyoming.client import AsyncTcpClient
@@ -116,7 +229,8 @@ class OurServer:
         deadline = time.monotonic() + 900
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"server exited: {self.process.stderr.read().decode()[-2000:]}")
+                raise RuntimeError(f"server exited ({self.process.returncode}); end of {self.log_path}:\n"
+                                   f"{self.log()[-2000:]}")
             try:
                 async with AsyncTcpClient("127.0.0.1", self.port) as client:
                     await client.write_event(Describe().event())
@@ -126,7 +240,7 @@ class OurServer:
             except OSError:
                 pass
             await asyncio.sleep(0.05)
-        raise TimeoutError("server did not answer Describe")
+        raise TimeoutError(f"server did not answer Describe; end of {self.log_path}:\n{self.log()[-2000:]}")
 
     def synthesize(self, text: str, voice: str) -> tuple[float, float, float]:
         return asyncio.run(self._synthesize(text, voice))
@@ -152,13 +266,49 @@ class OurServer:
                 elif AudioStop.is_type(event.type):
                     return first, time.monotonic() - start, seconds
 
-    def stop(self) -> tuple[int, int]:
-        """Peak RSS (KiB) of the server, and of the server or any child it ran (the model optimizer)."""
+    def stop(self) -> tuple[int, dict[str, int]]:
+        """Peak RSS (KiB) of the server itself (VmHWM); with `sample_tree`, the tree's too (else {}).
+
+        The tree's peak is the highest sampled sum of VmRSS over the server and
+        its descendants, but at least the server's VmHWM and the largest
+        single-process peak (ru_maxrss): samples 50 ms apart can miss a spike.
+        """
         rss = vm_hwm_kib(self.process.pid)
-        self.process.terminate()
-        _, status, usage = os.wait4(self.process.pid, 0)
+        tree: dict[str, int] = {}
+        if self.sampler is not None:
+            sampled = self.sampler.stop()
+            tree = {"sampled_tree_peak": sampled, "samples": self.sampler.samples, "server_vm_hwm": rss}
+        usage = self._end(timeout=60)
+        if tree:
+            tree["max_single_process"] = usage.ru_maxrss if usage else 0  # the server or a child it waited for
+            tree["peak"] = max(tree["sampled_tree_peak"], rss, tree["max_single_process"])
+        return rss, tree
+
+    def _end(self, timeout: float) -> os.struct_rusage | None:
+        """SIGTERM, wait up to `timeout` s, then SIGKILL; the rusage of the server and its waited-for children.
+
+        os.kill and os.wait4 rather than Popen's terminate and wait, which
+        would reap the process without its rusage. None if it was reaped already.
+        """
+        if self.sampler is not None:
+            self.sampler.stop()
+        if self.process.returncode is not None:
+            return None
+        os.kill(self.process.pid, signal.SIGTERM)  # unreaped, so the pid is still ours
+        deadline = time.monotonic() + timeout
+        while True:
+            pid, status, usage = os.wait4(self.process.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                print(f"WARNING: server {self.process.pid} did not exit within {timeout:.0f} s of SIGTERM; killing it",
+                      file=sys.stderr, flush=True)
+                os.kill(self.process.pid, signal.SIGKILL)
+                _, status, usage = os.wait4(self.process.pid, 0)
+                break
+            time.sleep(0.05)
         self.process.returncode = os.waitstatus_to_exitcode(status)
-        return rss, max(rss, usage.ru_maxrss)
+        return usage
 
 
 class HayakoeWorker:
@@ -234,6 +384,10 @@ def chunked_decoding_snr(full: Path) -> float:
     return worst
 
 
+#: The row key of the first start with an empty model cache (ours: server + optimizer child together).
+FIRST_START = "2 voices, first start, server + optimizer"
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
@@ -258,11 +412,19 @@ def main() -> int:
 
     cache = args.out / "model-cache"
     shutil.rmtree(cache, ignore_errors=True)
-    first_start = OurServer(dirs[2], voice, args.threads, cache)  # empty cache: optimizes both voices
+    logs = args.out / "logs"
+    shutil.rmtree(logs, ignore_errors=True)
+    warnings: list[str] = []
+    # Empty cache: optimizes both voices in a child process; the tree's RSS is sampled meanwhile.
+    first_start = OurServer(dirs[2], voice, args.threads, cache, logs / "first-start.log", sample_tree=True)
     ours.ready_first_start = first_start.ready
-    ours.rss_mib["2 voices, first start incl. optimizer"] = first_start.stop()[1] // 1024
+    ours.first_start_rss_kib = first_start.stop()[1]
+    ours.rss_mib[FIRST_START] = ours.first_start_rss_kib["peak"] // 1024
+    if not first_start.optimized():
+        warnings.append(f"the first start did not optimize any model (cache not empty?): see {first_start.log_path}")
 
-    server = OurServer(dirs[1], voice, args.threads, cache)
+    server = OurServer(dirs[1], voice, args.threads, cache, logs / "warm-1-voice.log")
+    warm = [server]
     worker = HayakoeWorker(dirs[1], VOICES[:1])
     ours.ready.append(server.ready)
     theirs.ready.append(worker.ready)
@@ -279,7 +441,8 @@ def main() -> int:
     ours.rss_mib["1 voice"] = server.stop()[0] // 1024
     theirs.rss_mib["1 voice"] = worker.stop() // 1024
 
-    server = OurServer(dirs[2], voice, args.threads, cache)
+    server = OurServer(dirs[2], voice, args.threads, cache, logs / "warm-2-voices.log")
+    warm.append(server)
     worker = HayakoeWorker(dirs[2], VOICES)
     ours.ready.append(server.ready)
     theirs.ready.append(worker.ready)
@@ -288,14 +451,17 @@ def main() -> int:
         worker.synthesize(TEXTS["short"], other)
     ours.rss_mib["2 voices"] = server.stop()[0] // 1024
     theirs.rss_mib["2 voices"] = worker.stop() // 1024
-    theirs.rss_mib["2 voices, first start incl. optimizer"] = theirs.rss_mib["2 voices"]
+    theirs.rss_mib[FIRST_START] = theirs.rss_mib["2 voices"]  # hayakoe has no optimizing first start
     load_after = os.getloadavg()
+    for started in warm:
+        if started.optimized():
+            warnings.append(f"a warm start optimized a model instead of using the cache: see {started.log_path}")
 
     rows = []
     for name in TEXTS:
         for metric, a, b in (("first audio s", ours.first_audio, theirs.first_audio), ("speed factor", ours.speed, theirs.speed)):
             rows.append((f"{metric} ({name})", median(a[name]), median(b[name])))
-    for key in ("1 voice", "2 voices", "2 voices, first start incl. optimizer"):
+    for key in ("1 voice", "2 voices", FIRST_START):
         rows.append((f"peak RSS MiB ({key})", ours.rss_mib[key], theirs.rss_mib[key]))
     rows.append(("ready s (1 voice)", ours.ready[0], theirs.ready[0]))
     rows.append(("ready s (2 voices)", ours.ready[1], theirs.ready[1]))
@@ -306,6 +472,7 @@ def main() -> int:
     lines += [f"{m:{width}s}  {a:9.3f}  {b:9.3f}  {a / b:6.2f}" for m, a, b in rows]
     lines.append(f"chunked decoding vs whole (full-size decoder): {snr:.1f} dB SNR, worst sentence")
     lines.append(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}; {os.cpu_count()} CPUs")
+    lines += [f"WARNING: {warning}" for warning in warnings]
     table = "\n".join(lines)
     print(table)
 
@@ -319,6 +486,7 @@ def main() -> int:
         "rounds": args.rounds,
         "chunked_decoding_snr_db": snr,
         "wyoming_bench": bench,
+        "warnings": warnings,
     }
     (args.out / f"benchmark-{stamp}.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
     (args.out / f"benchmark-{stamp}.txt").write_text(table + "\n\nwyoming-bench:\n" + bench.get("output", str(bench)))
