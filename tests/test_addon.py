@@ -44,9 +44,8 @@ def config() -> dict:
 
 
 def store_file(name: str) -> Path:
-    """A file the Supervisor shows in the store: beside config.yaml, else still in addon/."""
-    beside = ROOT / name
-    return beside if beside.exists() else ADDON / name
+    """A file the Supervisor shows in the store, as it finds it: beside config.yaml."""
+    return ROOT / name
 
 
 # ------------------------------------------------------------ config.yaml --
@@ -287,10 +286,11 @@ def test_changelog_has_this_version(config):
     assert f"## {config['version']}" in changelog
 
 
-@pytest.mark.xfail(reason="the Supervisor reads these only beside config.yaml (the repo root)", strict=False)
 def test_supervisor_finds_the_store_files():
+    """The Supervisor reads these beside config.yaml; they live in addon/ and are linked from the root."""
     for name in ("DOCS.md", "CHANGELOG.md", "icon.png", "logo.png", "translations/en.yaml", "translations/ja.yaml"):
         assert (ROOT / name).is_file(), name
+        assert (ROOT / name).resolve() == (ADDON / name).resolve(), f"{name} is not the one in addon/"
 
 
 # ------------------------------------------------------------- s6 scripts --
