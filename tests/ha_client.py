@@ -324,7 +324,7 @@ class ServerProcess:
         return self.proc.returncode
 
     def __enter__(self) -> "ServerProcess":
-        return self.start()
+        return self if self.proc is not None else self.start()  # `with ServerProcess(...).start()` starts once
 
     def __exit__(self, *exc: object) -> None:
         if self.proc is not None and self.proc.poll() is None:
