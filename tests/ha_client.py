@@ -107,6 +107,19 @@ async def describe(host: str, port: int, timeout: float = 5.0) -> Info:
     return await asyncio.wait_for(round_trip(), timeout)
 
 
+async def _next_event(client: AsyncTcpClient, result: "TtsResult", started: float):
+    """The next event, noted in `result`; None at end of stream; an `error` event raises, as in HA."""
+    event = await client.read_event()
+    if event is None:
+        result.ended_by = "eof"
+        return None
+    result.events.append((time.monotonic() - started, event.type))
+    if Error.is_type(event.type):
+        err = Error.from_event(event)
+        raise WyomingServiceError(err.text, err.code)
+    return event
+
+
 async def synthesize(host: str, port: int, text: str, voice: str | None = None, speaker: str | None = None) -> TtsResult:
     """HA's non-streaming `async_get_tts_audio`."""
     result = TtsResult()
@@ -116,14 +129,9 @@ async def synthesize(host: str, port: int, text: str, voice: str | None = None, 
     async with AsyncTcpClient(host, port) as client:  # no timeouts, like HA
         await client.write_event(Synthesize(text=text, voice=_voice(voice, speaker)).event())
         while True:
-            event = await client.read_event()
+            event = await _next_event(client, result, started)
             if event is None:
-                result.ended_by = "eof"
                 break
-            result.events.append((time.monotonic() - started, event.type))
-            if Error.is_type(event.type):
-                err = Error.from_event(event)
-                raise WyomingServiceError(err.text, err.code)
             if AudioChunk.is_type(event.type):
                 chunk = AudioChunk.from_event(event)
                 if wav_writer is None:
@@ -177,14 +185,9 @@ async def stream(
         try:
             header_seen = False
             while True:
-                event = await client.read_event()
+                event = await _next_event(client, result, started)
                 if event is None:
-                    result.ended_by = "eof"
                     break
-                result.events.append((time.monotonic() - started, event.type))
-                if Error.is_type(event.type):
-                    err = Error.from_event(event)
-                    raise WyomingServiceError(err.text, err.code)
                 if AudioStart.is_type(event.type):
                     start = AudioStart.from_event(event)
                     if not header_seen:

@@ -9,8 +9,8 @@ optimization runs in a child process (`python -m wyoming_hayakoe.engine.prepared
 whose memory is returned when it exits; the child also cuts synthesizers in
 two (see split.py), so the server never loads a model with the `onnx` package.
 
-A cache entry is keyed by the source model's files (path, size, mtime), the
-ONNX Runtime version and the CPU, since optimized graphs may use
+A cache entry is keyed by the source model's files (path, size, mtime), this
+code, the ONNX Runtime version and the CPU, since optimized graphs may use
 CPU-specific kernels. Entries for older versions of a source are removed.
 """
 
