@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import numpy as np
+import onnxruntime as ort
 
 from ..store import VoiceFiles
 from ..text import Frontend, Phonemes
-from .onnx import open_session
+from .onnx import SharedWeights, open_session
 from .prepared import DECODER, FRONT, WHOLE, ModelCache
 from .settings import SynthesisSettings
 
@@ -111,11 +112,18 @@ class Voice:
         synthesizer = cache.prepare(files.synthesizer, split=chunked)
         if synthesizer.unsplit_reason:
             _LOGGER.warning("%s cannot be split (%s): audio comes per sentence", files.synthesizer, synthesizer.unsplit_reason)
-        self.synthesizer = open_session(synthesizer.parts.get(FRONT) or synthesizer.parts[WHOLE], threads)
         self.decoder = open_session(synthesizer.parts[DECODER], threads) if synthesizer.split else None
-        # The next sentence's front runs beside the decoder on one thread
-        # (see Utterance.look_ahead); its weights are shared through the mapped file.
-        self.look_ahead_front = open_session(synthesizer.parts[FRONT], 1) if synthesizer.split else None
+        if synthesizer.split:
+            # The next sentence's front runs beside the decoder on a single
+            # thread (see Utterance.look_ahead): a second session, same weights.
+            front = synthesizer.parts[FRONT]
+            # The sessions use these weights without holding them: they live as long as the voice.
+            self._front_weights = SharedWeights(front.with_name(front.name + ".data"), synthesizer.weights.get(FRONT, []))
+            self.synthesizer = open_session(front, threads, self._front_weights)
+            self.look_ahead_front: ort.InferenceSession | None = open_session(front, 1, self._front_weights)
+        else:
+            self.synthesizer = open_session(synthesizer.parts[WHOLE], threads)
+            self.look_ahead_front = None
         self._latent, self._speaker = synthesizer.latent, synthesizer.speaker
         self.duration_predictor = (
             open_session(cache.prepare(files.duration_predictor).parts[WHOLE], threads)
