@@ -92,3 +92,24 @@ async def test_a_stream_failing_while_the_next_sentence_is_read_raises_after_wha
 async def test_an_unreadable_next_sentence_is_skipped_as_without_look_ahead(engine, scheduler):
     audio, result = await speak(engine, scheduler, arriving([SENTENCES[0], "🙂🙂。", SENTENCES[2]]))
     assert result.spoken == 2 and result.unspeakable == 1 and len(audio) > 0
+
+
+async def test_a_streamed_sentence_that_grows_when_rewritten_is_spoken_in_bounded_parts(engine, scheduler, monkeypatch):
+    """Written-out numbers can make a streamed sentence several times longer than the segmenter's cap."""
+    from wyoming_hayakoe.engine.engine import MAX_SENTENCE_CHARS
+
+    raw = "価格は" + "、".join(["1234567円"] * 28) + "です。"
+    rewritten = engine.reader.stream()(raw)
+    assert len(raw) <= MAX_SENTENCE_CHARS < len(rewritten)
+    lengths: list[int] = []
+    render = engine.render_sentence
+
+    def recording(voice, sentence, *args, **kwargs):
+        lengths.append(len(sentence))
+        return render(voice, sentence, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "render_sentence", recording)
+    audio, result = await speak(engine, scheduler, arriving([SENTENCES[0], raw]))
+    assert result.spoken == 2 and len(audio) > 0
+    assert len(lengths) >= 3 and max(lengths) <= MAX_SENTENCE_CHARS  # synthesized in bounded parts...
+    assert sum(lengths[1:]) == len(rewritten)  # ...that add up to the whole sentence

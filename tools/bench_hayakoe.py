@@ -2,7 +2,7 @@
 
 Started by tools/benchmark.py. Reports its ready time (process start to
 prepare() done) and, per request, time to the first stream() chunk, total
-time and audio length. Kept in its own process so its memory is its own.
+time, audio length and when a listener would have heard it all. Kept in its own process so its memory is its own.
 """
 
 from __future__ import annotations
@@ -13,6 +13,15 @@ import sys
 import time
 
 STARTED = time.monotonic()
+
+
+def heard_by(chunks: list[tuple[float, float]]) -> float:
+    """When a listener has heard it all: playback starts with the first (arrival s, length s) chunk and
+    waits whenever the next one has not arrived yet."""
+    end = 0.0
+    for arrival, seconds in chunks:
+        end = max(end, arrival) + seconds
+    return end
 
 
 def vm_hwm_kib() -> int:
@@ -37,15 +46,12 @@ def main() -> None:
         request = json.loads(line)
         speaker = tts.speakers[request["voice"]]
         start = time.monotonic()
-        first = None
-        samples = 0
+        chunks = []
         for chunk in speaker.stream(request["text"], noise=0.0, noise_w=0.0):
-            if first is None:
-                first = time.monotonic() - start
-            samples += len(chunk.data)
+            chunks.append((time.monotonic() - start, len(chunk.data) / speaker.sampling_rate))
         total = time.monotonic() - start
-        print(json.dumps({"first_audio": first, "total": total, "audio": samples / speaker.sampling_rate,
-                          "vm_hwm_kib": vm_hwm_kib()}), flush=True)
+        print(json.dumps({"first_audio": chunks[0][0], "total": total, "audio": sum(s for _, s in chunks),
+                          "heard_by": heard_by(chunks), "vm_hwm_kib": vm_hwm_kib()}), flush=True)
 
 
 if __name__ == "__main__":

@@ -9,8 +9,10 @@ with noise 0 and the same texts on both sides, alternates runs of
 * hayakoe 1.3.1 in its own process (`stream()` → first chunk),
 
 and reports medians and ratios (ours / hayakoe) of time to first audio,
-speed factor (audio seconds per compute second), peak RSS (VmHWM) with one
-and two voices, and ready time (process start → first request answerable).
+speed factor (audio seconds per compute second), when a listener who starts
+playing at the first chunk has heard it all (playback waits whenever audio
+has not arrived yet), peak RSS (VmHWM) with one and two voices, and ready
+time (process start → first request answerable).
 Our server starts once with an empty model cache (its first start after an
 install, when it optimizes the models in a child process: reported apart,
 with the peak of the server and that child together, sampled from /proc)
@@ -40,6 +42,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from tools.bench_hayakoe import heard_by  # noqa: E402
 
 VOICES = ("standin-a", "standin-b")
 TEXTS = {
@@ -173,13 +177,15 @@ class Side:
     ready: list[float] = field(default_factory=list)
     first_audio: dict[str, list[float]] = field(default_factory=dict)
     speed: dict[str, list[float]] = field(default_factory=dict)
+    heard_by: dict[str, list[float]] = field(default_factory=dict)
     rss_mib: dict[str, int] = field(default_factory=dict)
     ready_first_start: float = float("nan")  # ours: empty model cache
     first_start_rss_kib: dict[str, int] = field(default_factory=dict)  # ours: how the first-start peak was found
 
-    def add(self, text: str, first: float, total: float, audio: float) -> None:
+    def add(self, text: str, first: float, total: float, audio: float, heard: float) -> None:
         self.first_audio.setdefault(text, []).append(first)
         self.speed.setdefault(text, []).append(audio / total)
+        self.heard_by.setdefault(text, []).append(heard)
 
 
 #: What our server logs (wyoming_hayakoe.engine.prepared, INFO) only when it optimizes a model.
@@ -242,10 +248,11 @@ class OurServer:
             await asyncio.sleep(0.05)
         raise TimeoutError(f"server did not answer Describe; end of {self.log_path}:\n{self.log()[-2000:]}")
 
-    def synthesize(self, text: str, voice: str) -> tuple[float, float, float]:
+    def synthesize(self, text: str, voice: str) -> tuple[float, float, float, float]:
+        """Seconds to the first audio, to the end; seconds of audio; when a listener has heard it all."""
         return asyncio.run(self._synthesize(text, voice))
 
-    async def _synthesize(self, text: str, voice: str) -> tuple[float, float, float]:
+    async def _synthesize(self, text: str, voice: str) -> tuple[float, float, float, float]:
         from wyoming.audio import AudioChunk, AudioStop
         from wyoming.client import AsyncTcpClient
         from wyoming.error import Error
@@ -254,17 +261,15 @@ class OurServer:
         async with AsyncTcpClient("127.0.0.1", self.port) as client:
             start = time.monotonic()
             await client.write_event(Synthesize(text=text, voice=SynthesizeVoice(name=voice)).event())
-            first = None
-            seconds = 0.0
+            chunks: list[tuple[float, float]] = []
             while True:
                 event = await client.read_event()
                 if event is None or Error.is_type(event.type):
                     raise RuntimeError(f"synthesis failed: {event}")
                 if AudioChunk.is_type(event.type):
-                    first = first if first is not None else time.monotonic() - start
-                    seconds += AudioChunk.from_event(event).seconds
+                    chunks.append((time.monotonic() - start, AudioChunk.from_event(event).seconds))
                 elif AudioStop.is_type(event.type):
-                    return first, time.monotonic() - start, seconds
+                    return chunks[0][0], time.monotonic() - start, sum(s for _, s in chunks), heard_by(chunks)
 
     def stop(self) -> tuple[int, dict[str, int]]:
         """Peak RSS (KiB) of the server itself (VmHWM); with `sample_tree`, the tree's too (else {}).
@@ -324,12 +329,12 @@ class HayakoeWorker:
         self.ready = time.monotonic() - started
         self.rss = hello["vm_hwm_kib"]
 
-    def synthesize(self, text: str, voice: str) -> tuple[float, float, float]:
+    def synthesize(self, text: str, voice: str) -> tuple[float, float, float, float]:
         self.process.stdin.write(json.dumps({"text": text, "voice": voice}, ensure_ascii=False) + "\n")
         self.process.stdin.flush()
         answer = json.loads(self.process.stdout.readline())
         self.rss = answer["vm_hwm_kib"]
-        return answer["first_audio"], answer["total"], answer["audio"]
+        return answer["first_audio"], answer["total"], answer["audio"], answer["heard_by"]
 
     def stop(self) -> int:
         self.process.stdin.close()
@@ -435,8 +440,8 @@ def main() -> int:
             if round_:
                 ours.add(name, *a)
                 theirs.add(name, *b)
-                print(f"round {round_} {name:8s} ours first {a[0]:.3f}s speed {a[2] / a[1]:.2f}x | "
-                      f"hayakoe first {b[0]:.3f}s speed {b[2] / b[1]:.2f}x", flush=True)
+                print(f"round {round_} {name:8s} ours first {a[0]:.3f}s speed {a[2] / a[1]:.2f}x heard {a[3]:.2f}s | "
+                      f"hayakoe first {b[0]:.3f}s speed {b[2] / b[1]:.2f}x heard {b[3]:.2f}s", flush=True)
     bench = {} if args.skip_wyoming_bench else run_wyoming_bench(server.port, voice, args.rounds)
     ours.rss_mib["1 voice"] = server.stop()[0] // 1024
     theirs.rss_mib["1 voice"] = worker.stop() // 1024
@@ -459,7 +464,8 @@ def main() -> int:
 
     rows = []
     for name in TEXTS:
-        for metric, a, b in (("first audio s", ours.first_audio, theirs.first_audio), ("speed factor", ours.speed, theirs.speed)):
+        for metric, a, b in (("first audio s", ours.first_audio, theirs.first_audio), ("speed factor", ours.speed, theirs.speed),
+                             ("heard by s", ours.heard_by, theirs.heard_by)):
             rows.append((f"{metric} ({name})", median(a[name]), median(b[name])))
     for key in ("1 voice", "2 voices", FIRST_START):
         rows.append((f"peak RSS MiB ({key})", ours.rss_mib[key], theirs.rss_mib[key]))

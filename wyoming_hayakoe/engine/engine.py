@@ -256,8 +256,8 @@ class Utterance:
 
         def prepare() -> Ahead:
             text = rewrite(sentence) if rewrite is not None else sentence
-            if not has_speech(text):
-                return Ahead(text, None, None)
+            if not has_speech(text) or len(text) > MAX_SENTENCE_CHARS:
+                return Ahead(text, None, None)  # nothing to say, or `speak` cuts it into parts
             phonemes = voice.frontend.phonemize(text)
             latent = voice.front(phonemes, bert.features(phonemes), settings, look_ahead=True)
             pause = None
@@ -297,9 +297,19 @@ class Utterance:
     def speak(self, sentence: str, pause: float | None = None, ahead: Ahead | None = None) -> Iterator[np.ndarray]:
         """int16 audio of `sentence` in pieces, the first preceded by the pause after the previous sentence.
 
-        `ahead` is `sentence` as prepared by `look_ahead`.
+        `ahead` is `sentence` as prepared by `look_ahead`. A sentence longer
+        than MAX_SENTENCE_CHARS (a streamed one can grow so when its numbers
+        and names are written out) is spoken as bounded parts, as `plan` does.
         """
-        self._current_text = sentence
+        parts = bounded_sentences([sentence])
+        self._current_text = parts[-1] if parts else sentence  # what the next sentence follows
+        if len(parts) > 1:
+            for index, part in enumerate(parts):
+                yield from self._speak_bounded(part, pause if index == 0 else None, None)
+            return
+        yield from self._speak_bounded(sentence, pause, ahead)
+
+    def _speak_bounded(self, sentence: str, pause: float | None, ahead: Ahead | None) -> Iterator[np.ndarray]:
         if ahead is not None and pause is None:
             pause = ahead.pause
         pieces: list[np.ndarray] = []
