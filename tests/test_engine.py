@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile
 
-from wyoming_hayakoe.engine.engine import Engine, UnknownVoice, Utterance, bounded_sentences
+from wyoming_hayakoe.engine.engine import Engine, UnknownVoice, bounded_sentences
 from wyoming_hayakoe.engine.pauses import MIN_PAUSE_SECONDS, gap_samples, trailing_silence
 from wyoming_hayakoe.engine.settings import InvalidSettings, SynthesisSettings
 from wyoming_hayakoe.engine.voice import DECODE_MAX_FRAMES, UnknownStyle, Voice, decode_plan
@@ -84,62 +82,6 @@ def test_chunked_decoding_equals_the_whole_model(engine: Engine, text: str) -> N
     if text == LONG:
         assert len(pieces) >= 3
         assert len(pieces[0]) <= 12 * voice.config.hop_length  # audio starts before the sentence is decoded
-
-
-THREE = "おはようございます。今日は一日晴れるでしょう。傘はいりません。"
-
-
-class CountingSession:
-    """Wraps an ONNX session and counts its runs."""
-
-    def __init__(self, session) -> None:
-        self.session = session
-        self.runs = 0
-
-    def run(self, *args, **kwargs):
-        self.runs += 1
-        return self.session.run(*args, **kwargs)
-
-
-def listen(pieces) -> np.ndarray:
-    """Consume audio at a listener's pace, as a player would, rather than as fast as possible."""
-    out = []
-    for piece in pieces:
-        out.append(piece)
-        time.sleep(0.05)
-    return np.concatenate(out)
-
-
-def test_next_sentence_is_prepared_while_the_current_one_decodes(engine: Engine, monkeypatch) -> None:
-    voice = engine.voice(VOICE)
-    counting = CountingSession(voice.look_ahead_front)
-    monkeypatch.setattr(voice, "look_ahead_front", counting)
-    ahead = listen(engine.synthesize(THREE, VOICE, QUIET))
-    assert counting.runs == 2  # the second and third sentences' fronts ran on the look-ahead thread
-    monkeypatch.setattr(Utterance, "look_ahead", lambda self, *args, **kwargs: None)
-    inline = listen(engine.synthesize(THREE, VOICE, QUIET))
-    assert counting.runs == 2
-    assert len(ahead) == len(inline)
-    assert np.abs(ahead.astype(np.int32) - inline.astype(np.int32)).max() <= 2
-
-
-def test_a_busy_look_ahead_thread_never_holds_up_synthesis(engine: Engine, monkeypatch) -> None:
-    """Look-ahead work still queued when its sentence is due is done on the spot instead of waited for."""
-    voice = engine.voice(VOICE)
-    counting = CountingSession(voice.look_ahead_front)
-    monkeypatch.setattr(voice, "look_ahead_front", counting)
-    reference = np.concatenate(list(engine.synthesize(THREE, VOICE, QUIET)))
-    release = threading.Event()
-    blocker = engine.in_background(lambda: release.wait(10))  # e.g. another request's look-ahead; never a hang
-    try:
-        counting.runs = 0
-        audio = np.concatenate(list(engine.synthesize(THREE, VOICE, QUIET)))
-    finally:
-        release.set()
-    blocker.result(timeout=5)
-    assert counting.runs == 0
-    assert len(audio) == len(reference)
-    assert np.abs(audio.astype(np.int32) - reference.astype(np.int32)).max() <= 2
 
 
 def test_synthesize_yields_pcm_with_pauses(engine: Engine) -> None:

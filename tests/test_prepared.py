@@ -15,7 +15,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from wyoming_hayakoe.engine.onnx import SharedWeights, open_session
+from wyoming_hayakoe.engine.onnx import open_session
 from wyoming_hayakoe.engine.prepared import DECODER, FRONT, MANIFEST, WHOLE, ModelCache, PreparationError
 
 DP = Path("onnx") / "speakers" / "standin-a" / "duration_predictor.onnx"
@@ -101,50 +101,6 @@ def test_split_and_whole_entries_of_one_synthesizer_live_side_by_side(standin_di
     assert set(split.parts) == {FRONT, DECODER} and split.latent and split.speaker
     assert set(whole.parts) == {WHOLE} and not whole.unsplit_reason
     assert all(p.is_file() for p in [*split.parts.values(), *whole.parts.values()])
-
-
-def mappings_of(path: Path) -> int:
-    """How many times this process has `path` mapped into memory."""
-    return sum(line.rstrip().endswith(str(path)) for line in Path("/proc/self/maps").read_text().splitlines())
-
-
-def test_the_two_front_sessions_share_one_copy_of_the_weights(standin_dir: Path, model_cache: Path) -> None:
-    """Given from one mapping, the weights give the same results; each session mapping the file
-    itself would have the RSS count its pages once per session."""
-    split = ModelCache(model_cache).prepare(standin_dir / SYNTH, split=True)
-    front = split.parts[FRONT]
-    data = front.with_name(front.name + ".data")
-    index = split.weights[FRONT]
-    assert index and sum(entry["length"] for entry in index) > 0.9 * data.stat().st_size
-    weights = SharedWeights(data, index)
-    sessions = [open_session(front, 2, weights), open_session(front, 1, weights)]
-    plain = open_session(front, 1)
-    rng = np.random.default_rng(0)
-    phones = 20
-    feed = {
-        "x": rng.integers(1, 40, (1, phones)), "x_lengths": np.array([phones]), "sid": np.zeros(1, dtype=np.int64),
-        "tone": rng.integers(0, 2, (1, phones)), "language": np.ones((1, phones), dtype=np.int64),
-        "bert": rng.standard_normal((1, 1024, phones)).astype(np.float32),
-        "style_vec": rng.standard_normal((1, 256)).astype(np.float32),
-        **{name: np.array([value], dtype=np.float32) for name, value in
-           (("noise_scale", 0.0), ("length_scale", 1.0), ("noise_scale_w", 0.0), ("sdp_ratio", 0.0))},
-    }
-    feed = {i.name: feed[i.name].astype(np.int64) if "int64" in i.type else feed[i.name] for i in plain.get_inputs()}
-    expected = plain.run(None, feed)
-    for session in sessions:  # the same up to the rounding of another thread count
-        assert all(np.allclose(a, b, rtol=1e-4, atol=1e-5) for a, b in zip(session.run(None, feed), expected))
-    assert mappings_of(data.resolve()) > 1  # ours and the plain session's own
-    del plain
-    assert mappings_of(data.resolve()) == 1  # only ours
-
-
-def test_a_weights_index_that_does_not_fit_its_file_is_a_clear_error(standin_dir: Path, model_cache: Path) -> None:
-    split = ModelCache(model_cache).prepare(standin_dir / SYNTH, split=True)
-    front = split.parts[FRONT]
-    index = [dict(entry) for entry in split.weights[FRONT]]
-    index[0]["length"] += 4
-    with pytest.raises(ValueError, match="damaged.*delete it"):
-        SharedWeights(front.with_name(front.name + ".data"), index)
 
 
 def test_a_synthesizer_without_a_decoder_to_cut_is_kept_whole_with_the_reason(tmp_path: Path) -> None:

@@ -4,25 +4,23 @@ from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence, TypeVar
+from typing import Iterator, Sequence
 
 import numpy as np
 
 from ..store import find_bert, find_voice, installed_voices
 from ..text import Frontend, split_sentences
-from ..text.sentences import cut_position, has_speech
+from ..text.sentences import cut_position
 from ..text.readings import HomeAssistantReader
 from .bert import BertEncoder
 from .pauses import BoundaryPause, gap_samples, trailing_silence
 from .prepared import ModelCache
 from .settings import SynthesisSettings
-from .voice import Latent, Voice
+from .voice import Voice
 
 _LOGGER = logging.getLogger(__name__)
-T = TypeVar("T")
 
 # BERT attention grows with the square of the length: beyond these, hayakoe's
 # whole-text passes would take seconds and gigabytes, so we bound them.
@@ -67,15 +65,6 @@ class TextPlan:
     whole_text_pauses: bool  # pauses from one duration-predictor pass over the whole text
 
 
-@dataclass(frozen=True)
-class Ahead:
-    """The next sentence, prepared while the current one decodes (see Utterance.look_ahead)."""
-
-    text: str  # as it will be spoken, after any rewrite
-    latent: Latent | None  # None when the text has nothing to say
-    pause: float | None  # the pause before it, when predicted over the boundary window
-
-
 class Engine:
     """Loads the shared BERT and voices once; `synthesize` is then cheap to call.
 
@@ -104,7 +93,6 @@ class Engine:
         self.bert = BertEncoder(find_bert(self.data_dirs), self.cache, threads)
         _LOGGER.info("Loaded BERT from %s", self.bert.files.onnx)
         self._frontends: dict[bool, Frontend] = {}
-        self._look_ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="look-ahead")
         names = list(voices) if voices else installed_voices(self.data_dirs)
         self.voices: dict[str, Voice] = {}
         for name in dict.fromkeys(names):
@@ -120,14 +108,6 @@ class Engine:
         if add_blank not in self._frontends:
             self._frontends[add_blank] = Frontend(self.bert.tokenizer, add_blank=add_blank, keep_words=self._keep_words)
         return self._frontends[add_blank]
-
-    def in_background(self, job: Callable[[], T]) -> "Future[T]":
-        """Run `job` on the look-ahead thread, one job at a time, beside the inference in progress."""
-        return self._look_ahead.submit(job)
-
-    def close(self) -> None:
-        """Drop look-ahead work not yet started."""
-        self._look_ahead.shutdown(wait=False, cancel_futures=True)
 
     def voice(self, name: str) -> Voice:
         try:
@@ -163,33 +143,18 @@ class Engine:
 
         Home Assistant's text (numbers with units, English names, markdown)
         is first rewritten into plain Japanese; plain Japanese passes
-        unchanged into the hayakoe-compatible frontend. Pauses come from one
-        duration-predictor pass over the whole text, as in hayakoe; it runs
-        on the look-ahead thread once the first audio is out, so it never
-        delays it. Very long texts and sentences are bounded (see
-        MAX_SENTENCE_CHARS): pauses there come from boundary windows.
+        unchanged into the hayakoe-compatible frontend. Pauses come from one duration-predictor pass over the whole text, as
+        in hayakoe; it runs after the first sentence is out, so it never
+        delays the first audio. Very long texts and sentences are bounded
+        (see MAX_SENTENCE_CHARS): pauses there come from boundary windows.
         """
         utterance = self.utterance(voice_name, settings)
         plan = self.plan(text)
-        sentences = plan.sentences
-        pauses: Future[BoundaryPause] | None = None
-
-        def whole_text_pauses() -> BoundaryPause:
-            return self.boundary_pauses(utterance.voice, plan.text, len(sentences), utterance.settings)
-
-        try:
-            for index, sentence in enumerate(sentences):
-                if index and plan.whole_text_pauses and pauses is None:
-                    pauses = utterance.in_background(whole_text_pauses)
-                pause = utterance.wait(pauses, whole_text_pauses).target(index - 1) if pauses else None
-                for number, piece in enumerate(utterance.speak(sentence, pause, utterance.take_ahead(sentence))):
-                    yield piece
-                    if number == 0 and index + 1 < len(sentences):
-                        utterance.look_ahead(sentences[index + 1], window_pause=not plan.whole_text_pauses)
-                        if pauses is None and plan.whole_text_pauses:
-                            pauses = utterance.in_background(whole_text_pauses)
-        finally:
-            utterance.close()
+        pauses: BoundaryPause | None = None
+        for index, sentence in enumerate(plan.sentences):
+            if index == 1 and plan.whole_text_pauses:
+                pauses = self.boundary_pauses(utterance.voice, plan.text, len(plan.sentences), utterance.settings)
+            yield from utterance.speak(sentence, pauses.target(index - 1) if pauses else None)
 
     def plan(self, text: str) -> TextPlan:
         """Rewrite and split `text` the way `synthesize` speaks it."""
@@ -214,13 +179,6 @@ class Utterance:
     When the caller does not know the pause (text still streaming in), it is
     predicted from a duration-predictor pass over the previous and the
     current sentence, a window that spans the boundary.
-
-    While a sentence decodes, the next one can be prepared beside it
-    (`look_ahead`): rewrite, frontend, BERT and the synthesizer's front run
-    on the engine's look-ahead thread, the front on a single thread. On 2
-    cores that finished a sentence pair 5-8 % sooner than running the front
-    after the decoder; a two-threaded front beside the decoder gained
-    nothing, so the look-ahead never takes more than one core.
     """
 
     def __init__(self, engine: Engine, voice: Voice, settings: SynthesisSettings) -> None:
@@ -229,64 +187,8 @@ class Utterance:
         self.settings = settings
         self._previous_text: str | None = None
         self._previous_audio: np.ndarray | None = None
-        self._current_text: str | None = None
         self._started: float | None = None  # when the first audio went out
         self._samples_out = 0
-        self._background: list[Future] = []
-        self._ahead: tuple[str, Future[Ahead]] | None = None
-
-    def in_background(self, job: Callable[[], T]) -> "Future[T]":
-        """Run `job` on the engine's look-ahead thread; `close` drops it if it has not started."""
-        self._background = [f for f in self._background if not f.done()]
-        future = self.engine.in_background(job)
-        self._background.append(future)
-        return future
-
-    def look_ahead(self, sentence: str, rewrite: Callable[[str], str] | None = None, window_pause: bool = False) -> None:
-        """Prepare `sentence`, the one to speak after the current one; `take_ahead(sentence)` collects it.
-
-        `rewrite` turns it into the text to speak; `window_pause` also
-        predicts the pause before it over the boundary with the current
-        sentence. Voices without a separate decoder do not look ahead.
-        """
-        if self.voice.decoder is None or (self._ahead is not None and self._ahead[0] == sentence):
-            return
-        previous = self._current_text
-        voice, settings, bert = self.voice, self.settings, self.engine.bert
-
-        def prepare() -> Ahead:
-            text = rewrite(sentence) if rewrite is not None else sentence
-            if not has_speech(text) or len(text) > MAX_SENTENCE_CHARS:
-                return Ahead(text, None, None)  # nothing to say, or `speak` cuts it into parts
-            phonemes = voice.frontend.phonemize(text)
-            latent = voice.front(phonemes, bert.features(phonemes), settings, look_ahead=True)
-            pause = None
-            if window_pause and previous is not None:
-                pause = self.engine.boundary_pauses(voice, previous + text, 2, settings).target(0)
-            return Ahead(text, latent, pause)
-
-        self._ahead = (sentence, self.in_background(prepare))
-
-    def take_ahead(self, sentence: str) -> Ahead | None:
-        """The prepared `sentence`, waiting for it; None if it was not looked ahead. Its errors are raised here."""
-        if self._ahead is None or self._ahead[0] != sentence:
-            return None
-        future = self._ahead[1]
-        self._ahead = None
-        return self.wait(future, lambda: None)
-
-    @staticmethod
-    def wait(future: "Future[T]", otherwise: Callable[[], T]) -> T:
-        """The background job's result; if it has not started yet (the look-ahead thread is busy with
-        other requests), it is dropped and `otherwise()` runs here instead, rather than waiting in line."""
-        return otherwise() if future.cancel() else future.result()
-
-    def close(self) -> None:
-        """Drop background work that has not started (the request is over or gone)."""
-        for future in self._background:
-            future.cancel()
-        self._background.clear()
-        self._ahead = None
 
     def _audio_ahead(self) -> float:
         """Seconds of audio sent but not yet heard, if playback began with the first piece."""
@@ -294,31 +196,20 @@ class Utterance:
             return 0.0
         return self._samples_out / self.voice.sample_rate - (time.monotonic() - self._started)
 
-    def speak(self, sentence: str, pause: float | None = None, ahead: Ahead | None = None) -> Iterator[np.ndarray]:
+    def speak(self, sentence: str, pause: float | None = None) -> Iterator[np.ndarray]:
         """int16 audio of `sentence` in pieces, the first preceded by the pause after the previous sentence.
 
-        `ahead` is `sentence` as prepared by `look_ahead`. A sentence longer
-        than MAX_SENTENCE_CHARS (a streamed one can grow so when its numbers
-        and names are written out) is spoken as bounded parts, as `plan` does.
+        A sentence longer than MAX_SENTENCE_CHARS (a streamed one can grow so
+        when its numbers and names are written out) is spoken in bounded
+        parts, as `plan` bounds a whole text.
         """
-        parts = bounded_sentences([sentence])
-        self._current_text = parts[-1] if parts else sentence  # what the next sentence follows
-        if len(parts) > 1:
-            for index, part in enumerate(parts):
-                yield from self._speak_bounded(part, pause if index == 0 else None, None)
-            return
-        yield from self._speak_bounded(sentence, pause, ahead)
+        for index, part in enumerate(bounded_sentences([sentence]) or [sentence]):
+            yield from self._speak_bounded(part, pause if index == 0 else None)
 
-    def _speak_bounded(self, sentence: str, pause: float | None, ahead: Ahead | None) -> Iterator[np.ndarray]:
-        if ahead is not None and pause is None:
-            pause = ahead.pause
+    def _speak_bounded(self, sentence: str, pause: float | None) -> Iterator[np.ndarray]:
         pieces: list[np.ndarray] = []
         quick_start = self._audio_ahead() < QUICK_START_UNLESS_AHEAD_S
-        if ahead is not None and ahead.latent is not None:
-            rendered = self.voice.decode(ahead.latent, quick_start)
-        else:
-            rendered = self.engine.render_sentence(self.voice, sentence, self.settings, quick_start)
-        for piece in rendered:
+        for piece in self.engine.render_sentence(self.voice, sentence, self.settings, quick_start):
             out = piece
             if not pieces and self._previous_audio is not None:
                 out = np.concatenate([np.zeros(self._silence_before(sentence, pause), dtype=np.float32), piece])

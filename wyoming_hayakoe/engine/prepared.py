@@ -8,9 +8,6 @@ about its file size, because ORT maps that file instead of copying it. The
 optimization runs in a child process (`python -m wyoming_hayakoe.engine.prepared`)
 whose memory is returned when it exits; the child also cuts synthesizers in
 two (see split.py), so the server never loads a model with the `onnx` package.
-For a synthesizer's front, which the server opens twice, the child also lists
-where each weight lies in the weights file, so both sessions can share one
-mapping of it (see onnx.SharedWeights).
 
 A cache entry is keyed by the source model's files (path, size, mtime), this
 code, the ONNX Runtime version and the CPU, since optimized graphs may use
@@ -31,14 +28,14 @@ import signal
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import onnxruntime as ort
 
 _LOGGER = logging.getLogger(__name__)
 
-CACHE_FORMAT = 3
+CACHE_FORMAT = 2
 MANIFEST = "manifest.json"
 LOCK = ".lock"
 BUILDING = ".building-"
@@ -60,7 +57,6 @@ class PreparedModel:
     latent: str = ""  # tensors between front and decoder, when split
     speaker: str = ""
     unsplit_reason: str = ""  # why a synthesizer could not be split
-    weights: dict[str, list[dict]] = field(default_factory=dict)  # part → its weights in <part>.data (see onnx.py)
 
     @property
     def split(self) -> bool:
@@ -224,7 +220,6 @@ def _read_manifest(entry: Path, split: bool) -> PreparedModel | None:
         manifest.get("latent", ""),
         manifest.get("speaker", ""),
         manifest.get("unsplit_reason", ""),
-        manifest.get("weights", {}),
     )
 
 
@@ -240,28 +235,6 @@ def _optimize(model: Path | bytes, out: Path) -> None:
     options.add_session_config_entry("session.optimized_model_external_initializers_file_name", out.name + ".data")
     options.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
     ort.InferenceSession(model if isinstance(model, bytes) else str(model), options, providers=["CPUExecutionProvider"])
-
-
-def _weights_index(model: Path) -> list[dict]:
-    """Where each initializer of `model` lies in its external data file (name, dtype, shape, offset, length)."""
-    import onnx  # only ever in this child
-    from onnx.helper import tensor_dtype_to_np_dtype
-
-    index = []
-    for tensor in onnx.load(str(model), load_external_data=False).graph.initializer:
-        if tensor.data_location != onnx.TensorProto.EXTERNAL:
-            continue
-        where = {entry.key: entry.value for entry in tensor.external_data}
-        if where.get("location") != model.name + ".data":
-            raise ValueError(f"{tensor.name} is stored in {where.get('location')!r}, not beside {model.name}")
-        index.append({
-            "name": tensor.name,
-            "dtype": str(tensor_dtype_to_np_dtype(tensor.data_type)),
-            "shape": list(tensor.dims),
-            "offset": int(where.get("offset", 0)),
-            "length": int(where["length"]),
-        })
-    return index
 
 
 def _prepare_into(source: Path, out: Path, split: bool) -> None:
@@ -281,8 +254,6 @@ def _prepare_into(source: Path, out: Path, split: bool) -> None:
         _optimize(halves.front, out / f"{FRONT}.onnx")
         _optimize(halves.decoder, out / f"{DECODER}.onnx")
         manifest.update(parts={FRONT: f"{FRONT}.onnx", DECODER: f"{DECODER}.onnx"}, latent=halves.latent, speaker=halves.speaker)
-        # The front gets two sessions (see Voice.look_ahead_front): they share its weights.
-        manifest["weights"] = {FRONT: _weights_index(out / f"{FRONT}.onnx")}
     manifest["files"] = {path.name: path.stat().st_size for path in sorted(out.iterdir())}
     for path in out.iterdir():
         _sync(path)

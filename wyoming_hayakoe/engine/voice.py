@@ -8,11 +8,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import numpy as np
-import onnxruntime as ort
 
 from ..store import VoiceFiles
 from ..text import Frontend, Phonemes
-from .onnx import SharedWeights, open_session
+from .onnx import open_session
 from .prepared import DECODER, FRONT, WHOLE, ModelCache
 from .settings import SynthesisSettings
 
@@ -48,14 +47,6 @@ class VoiceConfig:
 
 def _scalar(value: float) -> np.ndarray:
     return np.array([value], dtype=np.float32)
-
-
-@dataclass(frozen=True)
-class Latent:
-    """A sentence through the front of a split synthesizer: z and the speaker embedding g, ready to decode."""
-
-    z: np.ndarray
-    speaker: np.ndarray
 
 
 # Decoding z in slices: each slice sees this many frames of z on either side,
@@ -112,18 +103,8 @@ class Voice:
         synthesizer = cache.prepare(files.synthesizer, split=chunked)
         if synthesizer.unsplit_reason:
             _LOGGER.warning("%s cannot be split (%s): audio comes per sentence", files.synthesizer, synthesizer.unsplit_reason)
+        self.synthesizer = open_session(synthesizer.parts.get(FRONT) or synthesizer.parts[WHOLE], threads)
         self.decoder = open_session(synthesizer.parts[DECODER], threads) if synthesizer.split else None
-        if synthesizer.split:
-            # The next sentence's front runs beside the decoder on a single
-            # thread (see Utterance.look_ahead): a second session, same weights.
-            front = synthesizer.parts[FRONT]
-            # The sessions use these weights without holding them: they live as long as the voice.
-            self._front_weights = SharedWeights(front.with_name(front.name + ".data"), synthesizer.weights.get(FRONT, []))
-            self.synthesizer = open_session(front, threads, self._front_weights)
-            self.look_ahead_front: ort.InferenceSession | None = open_session(front, 1, self._front_weights)
-        else:
-            self.synthesizer = open_session(synthesizer.parts[WHOLE], threads)
-            self.look_ahead_front = None
         self._latent, self._speaker = synthesizer.latent, synthesizer.speaker
         self.duration_predictor = (
             open_session(cache.prepare(files.duration_predictor).parts[WHOLE], threads)
@@ -172,33 +153,18 @@ class Voice:
         self, phonemes: Phonemes, bert: np.ndarray, settings: SynthesisSettings, quick_start: bool = True
     ) -> Iterator[np.ndarray]:
         """float32 mono audio in ±1 for one sentence, in pieces as the decoder makes them (see decode_plan)."""
-        if self.decoder is None:
-            inputs = self._inputs(phonemes, bert, settings)
-            inputs["noise_scale"] = _scalar(settings.noise_scale)
-            yield self.synthesizer.run(["audio"], inputs)[0].reshape(-1)
-            return
-        yield from self.decode(self.front(phonemes, bert, settings), quick_start)
-
-    def front(self, phonemes: Phonemes, bert: np.ndarray, settings: SynthesisSettings, look_ahead: bool = False) -> Latent:
-        """The sentence up to the decoder (split voices only); `look_ahead` uses the single-threaded session."""
-        session = self.look_ahead_front if look_ahead else self.synthesizer
-        if session is None or self.decoder is None:
-            raise RuntimeError(f"Voice {self.name!r} has no separate decoder")
         inputs = self._inputs(phonemes, bert, settings)
         inputs["noise_scale"] = _scalar(settings.noise_scale)
-        z, speaker = session.run([self._latent, self._speaker], inputs)
-        return Latent(z, speaker)
-
-    def decode(self, latent: Latent, quick_start: bool = True) -> Iterator[np.ndarray]:
-        """float32 audio of a sentence's latent, slice by slice with context on each side."""
         if self.decoder is None:
-            raise RuntimeError(f"Voice {self.name!r} has no separate decoder")
+            yield self.synthesizer.run(["audio"], inputs)[0].reshape(-1)
+            return
+        latent, speaker = self.synthesizer.run([self._latent, self._speaker], inputs)
         hop = self.config.hop_length
-        frames = latent.z.shape[2]
+        frames = latent.shape[2]
         for start, end in decode_plan(frames, quick_start):
             low = max(0, start - DECODE_CONTEXT_FRAMES)
             high = min(frames, end + DECODE_CONTEXT_FRAMES)
-            audio = self.decoder.run(["audio"], {self._latent: latent.z[:, :, low:high], self._speaker: latent.speaker})[0]
+            audio = self.decoder.run(["audio"], {self._latent: latent[:, :, low:high], self._speaker: speaker})[0]
             yield audio.reshape(-1)[(start - low) * hop : (end - low) * hop]
 
     def predict_durations(self, phonemes: Phonemes, bert: np.ndarray, settings: SynthesisSettings) -> np.ndarray | None:

@@ -138,7 +138,6 @@ def run_server(config: ServerConfig, selection: VoiceSelection | None = None) ->
     try:
         asyncio.run(serve(config, service))
     finally:
-        engine.close()
         if not scheduler.close(timeout=10):
             _LOGGER.warning("The inference worker did not stop in time")
     _LOGGER.info("Stopped")

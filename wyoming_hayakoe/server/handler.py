@@ -176,7 +176,6 @@ class _Stream:
         self.queue: asyncio.Queue = asyncio.Queue()  # sentences, then _END; a RequestError on failure
         self.length = 0
         self.failed = False
-        self.failure: RequestError | None = None
         self.lane: Lane | None = None
         self.utterance: Utterance | None = None
         self.voice = ""
@@ -186,7 +185,6 @@ class _Stream:
         if self.failed:
             return
         self.failed = True
-        self.failure = error
         self.queue.put_nowait(error)
         if self.lane is not None:
             self.lane.close()
@@ -206,9 +204,12 @@ class _Stream:
                 raise _StreamFailed(item)
             yield item
 
-    def error(self) -> RequestError:
-        """After a failure: its error, kept here (the sentence reader may already have taken it from the queue)."""
-        return self.failure or RequestError(Codes.INTERNAL, "Internal server error (see the server log)")
+    async def error(self) -> RequestError | None:
+        """After a failure: the error, once it is queued (it always is, by `fail`)."""
+        while True:
+            item = await self.queue.get()
+            if isinstance(item, RequestError):
+                return item
 
 
 class HayakoeHandler:
@@ -411,7 +412,7 @@ class HayakoeHandler:
                 return
             pauses = WholeTextPauses(engine, utterance, plan)
             result = await speak_sentences(
-                lane, out, utterance, plan.sentences, label, pauses=pauses,
+                lane, out, utterance, plan.sentences, label, pause_before=pauses.before,
                 clock=lambda: time.monotonic() - started,
             )
         except LaneClosed:
@@ -481,7 +482,7 @@ class HayakoeHandler:
         out: AudioOut | None = None
         result = None
         if stream.failed or stream.utterance is None or stream.lane is None:
-            error = stream.error()
+            error = await stream.error()
         else:
             utterance = stream.utterance
             out = AudioOut(self.write_event, utterance.voice.sample_rate, self.service.options.samples_per_chunk)
@@ -495,13 +496,13 @@ class HayakoeHandler:
             except LaneClosed:
                 if not stream.failed:
                     return  # client gone or server stopping
-                error = stream.error()
+                error = await stream.error()
             except (ConnectionError, OSError):
                 raise  # the client is gone (handled by the caller)
             except Exception:  # a bug: answer, and still end the stream properly
                 _LOGGER.exception("%s: synthesis failed", stream.label)
                 stream.fail(RequestError(Codes.INTERNAL, "Internal server error (see the server log)"))
-                error = stream.error()
+                error = await stream.error()
             if error is None and result is not None and not out.started and (result.skipped or result.unspeakable):
                 reason = result.skipped[0] if result.skipped else "no letters, kana, kanji or digits"
                 error = RequestError(Codes.UNPRONOUNCEABLE, f"Nothing in the text can be read aloud ({reason})")
