@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -65,6 +66,33 @@ def test_small_slices_only_when_little_audio_is_ahead_of_the_listener(engine: En
     short = list(engine.synthesize("はい。", VOICE, QUIET))
     assert sum(len(p) for p in short) < 0.8 * engine.voice(VOICE).sample_rate
     assert len(after_short) == len(short) + len(first)
+
+
+class SlowerThanPlayback:
+    """A decoder session that takes 1.5 times as long as the audio it makes, like a Raspberry Pi's."""
+
+    def __init__(self, session, rate: int) -> None:
+        self.session, self.rate = session, rate
+
+    def run(self, outputs, feeds):
+        began = time.perf_counter()
+        result = self.session.run(outputs, feeds)
+        time.sleep(max(0.0, 1.5 * result[0].size / self.rate - (time.perf_counter() - began)))
+        return result
+
+
+def test_a_decoder_slower_than_playback_starts_quickly_only_once(engine: Engine, monkeypatch) -> None:
+    """Where the listener waits at every sentence anyway, later sentences skip the extra cuts."""
+    voice = engine.voice(VOICE)
+    sentence = "はい、わかりました。"
+    hop = voice.config.hop_length
+    frames = sum(len(piece) for piece in engine.synthesize(sentence, VOICE, QUIET)) // hop
+    assert voice.decoder_keeps_up and len(decode_plan(frames)) > len(decode_plan(frames, quick_start=False))
+    monkeypatch.setattr(voice, "decoder", SlowerThanPlayback(voice.decoder, voice.sample_rate))
+    monkeypatch.setattr(voice, "decode_factor", None)
+    pieces = list(engine.synthesize(sentence + sentence, VOICE, QUIET))
+    assert not voice.decoder_keeps_up
+    assert len(pieces) == len(decode_plan(frames)) + len(decode_plan(frames, quick_start=False))
 
 
 @pytest.mark.parametrize("text", ["はい。", LONG, "明日の朝七時にアラームをセットしました。"])

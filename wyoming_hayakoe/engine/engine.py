@@ -26,8 +26,9 @@ _LOGGER = logging.getLogger(__name__)
 # whole-text passes would take seconds and gigabytes, so we bound them.
 MAX_SENTENCE_CHARS = 300
 MAX_PAUSE_TEXT_CHARS = 1000
-# A sentence is decoded in small slices first (see decode_plan) unless at
-# least this much of the request's audio is still ahead of the listener.
+# After a request's first sentence, a sentence is decoded in small slices
+# first (see decode_plan) only if the decoder keeps up with playback and less
+# than this much of the request's audio is still ahead of the listener.
 QUICK_START_UNLESS_AHEAD_S = 1.0
 
 
@@ -208,8 +209,7 @@ class Utterance:
 
     def _speak_bounded(self, sentence: str, pause: float | None) -> Iterator[np.ndarray]:
         pieces: list[np.ndarray] = []
-        quick_start = self._audio_ahead() < QUICK_START_UNLESS_AHEAD_S
-        for piece in self.engine.render_sentence(self.voice, sentence, self.settings, quick_start):
+        for piece in self.engine.render_sentence(self.voice, sentence, self.settings, self._quick_start()):
             out = piece
             if not pieces and self._previous_audio is not None:
                 out = np.concatenate([np.zeros(self._silence_before(sentence, pause), dtype=np.float32), piece])
@@ -220,6 +220,18 @@ class Utterance:
             yield to_pcm16(out)
         self._previous_text = sentence
         self._previous_audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
+
+    def _quick_start(self) -> bool:
+        """Small first slices, which cost extra decoding, only where they shorten a wait.
+
+        Always for the request's first audio. Later, only when the listener
+        would otherwise run out of audio on a machine that decodes faster
+        than it plays; on a slower one (a Raspberry Pi) the listener waits
+        at every sentence anyway, and extra cuts would only add to it.
+        """
+        if self._started is None:
+            return True
+        return self.voice.decoder_keeps_up and self._audio_ahead() < QUICK_START_UNLESS_AHEAD_S
 
     def _silence_before(self, sentence: str, pause: float | None) -> int:
         if pause is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -106,6 +107,7 @@ class Voice:
         self.synthesizer = open_session(synthesizer.parts.get(FRONT) or synthesizer.parts[WHOLE], threads)
         self.decoder = open_session(synthesizer.parts[DECODER], threads) if synthesizer.split else None
         self._latent, self._speaker = synthesizer.latent, synthesizer.speaker
+        self.decode_factor: float | None = None  # decoding seconds per second of audio, smoothed
         self.duration_predictor = (
             open_session(cache.prepare(files.duration_predictor).parts[WHOLE], threads)
             if files.duration_predictor
@@ -164,8 +166,19 @@ class Voice:
         for start, end in decode_plan(frames, quick_start):
             low = max(0, start - DECODE_CONTEXT_FRAMES)
             high = min(frames, end + DECODE_CONTEXT_FRAMES)
+            began = time.perf_counter()
             audio = self.decoder.run(["audio"], {self._latent: latent[:, :, low:high], self._speaker: speaker})[0]
+            self._measure_decoding(time.perf_counter() - began, (high - low) * hop)
             yield audio.reshape(-1)[(start - low) * hop : (end - low) * hop]
+
+    def _measure_decoding(self, seconds: float, samples: int) -> None:
+        factor = seconds * self.sample_rate / samples
+        self.decode_factor = factor if self.decode_factor is None else 0.7 * self.decode_factor + 0.3 * factor
+
+    @property
+    def decoder_keeps_up(self) -> bool:
+        """Whether this machine decodes this voice faster than it plays (measured on the latest slices)."""
+        return self.decode_factor is not None and self.decode_factor < 1.0
 
     def predict_durations(self, phonemes: Phonemes, bert: np.ndarray, settings: SynthesisSettings) -> np.ndarray | None:
         """Frames per phone from the duration predictor, or None if the voice has none."""
