@@ -2,7 +2,8 @@
 
 Started by tools/benchmark.py. Reports its ready time (process start to
 prepare() done) and, per request, time to the first stream() chunk, total
-time, audio length and when a listener would have heard it all. Kept in its own process so its memory is its own.
+time, audio length and when a listener would have heard it all. Kept in its
+own process so its memory is its own.
 """
 
 from __future__ import annotations
