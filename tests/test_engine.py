@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 import time
@@ -210,3 +211,46 @@ def test_speak_cli_errors_are_clear(standin_dir: Path, tmp_path: Path, args: lis
     assert message in done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "x.wav").exists()
+
+
+@pytest.mark.parametrize(
+    ("output", "message"),
+    [
+        ("missing-folder/x.wav", "does not exist"),
+        (".", "is a folder"),
+        ("speech", "(no extension)"),
+        ("speech.aac", "unknown audio format '.aac'"),
+    ],
+)
+def test_speak_cli_checks_the_output_before_loading_anything(tmp_path: Path, output: str, message: str) -> None:
+    # An empty data dir: had the models been looked up first, the error would be about them.
+    done = subprocess.run(
+        [sys.executable, "-m", "wyoming_hayakoe.cli.speak", "--data-dir", str(tmp_path), "--voice", VOICE,
+         "--text", "はい", "--output", output],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr and "--output" in done.stderr
+    assert "Traceback" not in done.stderr and "bert" not in done.stderr
+
+
+@pytest.mark.parametrize(("suffix", "container"), [(".wav", "WAV"), (".flac", "FLAC"), (".ogg", "OGG"), (".mp3", "MP3")])
+def test_speak_cli_writes_the_format_its_extension_names(
+    standin_dir: Path, tmp_path: Path, suffix: str, container: str
+) -> None:
+    out = tmp_path / f"speech{suffix.upper()}"  # the extension's case does not matter
+    done = run_speak(standin_dir, "--voice", VOICE, "--text", "こんにちは。", "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    info = soundfile.info(out)
+    assert (info.format, info.samplerate, info.channels) == (container, 44100, 1)
+    assert info.duration > 0.2
+
+
+def test_speak_cli_writes_wav_to_standard_output(standin_dir: Path) -> None:
+    cmd = [sys.executable, "-m", "wyoming_hayakoe.cli.speak", "--data-dir", str(standin_dir), "--voice", VOICE,
+           "--text", "こんにちは。", "--output", "-"]
+    done = subprocess.run(cmd, capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr.decode()
+    audio, rate = soundfile.read(io.BytesIO(done.stdout), dtype="int16")
+    assert rate == 44100 and len(audio) / rate > 0.2 and np.abs(audio).max() > 1000
+    assert b"standard output" in done.stderr

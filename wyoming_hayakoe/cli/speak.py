@@ -1,4 +1,4 @@
-"""wyoming-hayakoe-speak: synthesize Japanese text to a WAV file.
+"""wyoming-hayakoe-speak: synthesize Japanese text to an audio file.
 
 With --reading it prints the katakana reading of the text instead (no
 models needed), to check how something will be pronounced.
@@ -7,7 +7,10 @@ models needed), to check how something will be pronounced.
 from __future__ import annotations
 
 import argparse
+import io
+import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from .common import (
@@ -23,13 +26,69 @@ from .common import (
 )
 
 
+# File extension → (soundfile format, subtype): 16-bit PCM where the format has it.
+OUTPUT_FORMATS = {
+    ".wav": ("WAV", "PCM_16"),
+    ".flac": ("FLAC", "PCM_16"),
+    ".ogg": ("OGG", "VORBIS"),
+    ".mp3": ("MP3", "MPEG_LAYER_III"),
+}
+STDOUT = "-"
+
+
+@dataclass(frozen=True)
+class Output:
+    """Where the audio goes and in which format, checked before any synthesis."""
+
+    path: Path | None  # None: standard output
+    format: str
+    subtype: str
+
+    @classmethod
+    def parse(cls, value: str) -> "Output":
+        """The output `--output` names; ValueError with a message for the user if it cannot be written."""
+        if value == STDOUT:
+            return cls(None, *OUTPUT_FORMATS[".wav"])
+        path = Path(value)
+        if path.is_dir() or value.endswith(os.sep):
+            raise ValueError(f"--output {value}: is a folder; give a file name such as {path / 'speech.wav'}")
+        kind = OUTPUT_FORMATS.get(path.suffix.lower())
+        if kind is None:
+            known = ", ".join(OUTPUT_FORMATS)
+            suffix = repr(path.suffix) if path.suffix else "(no extension)"
+            raise ValueError(f"--output {value}: unknown audio format {suffix}; use {known}, or - for WAV on standard output")
+        folder = path.parent
+        if not folder.is_dir():
+            raise ValueError(f"--output {value}: the folder {folder} does not exist")
+        if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+            raise ValueError(f"--output {value}: not writable")
+        return cls(path, *kind)
+
+    def write(self, audio: object, rate: int) -> str:
+        """Write int16 mono `audio`; returns where it went, for the user."""
+        import soundfile
+
+        if self.path is None:
+            buffer = io.BytesIO()  # WAV needs a seekable file for its header; a pipe is not
+            soundfile.write(buffer, audio, rate, format=self.format, subtype=self.subtype)
+            sys.stdout.buffer.write(buffer.getvalue())
+            sys.stdout.buffer.flush()
+            return "standard output"
+        soundfile.write(self.path, audio, rate, format=self.format, subtype=self.subtype)
+        return str(self.path)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="wyoming-hayakoe-speak", description=__doc__)
     add_data_dir_argument(parser, required=False)
     parser.add_argument("--voice", help="Voice name, e.g. jvnv-F1-jp (required unless --reading)")
     add_synthesis_arguments(parser)
     parser.add_argument("--text", help="Text to speak (default: read standard input)")
-    parser.add_argument("--output", type=Path, help="WAV file to write (16-bit mono; required unless --reading)")
+    parser.add_argument(
+        "--output", metavar="FILE",
+        help="Audio file to write, format by extension: .wav, .flac (16-bit), .ogg (Vorbis), .mp3; "
+        "- writes WAV to standard output (required unless --reading)",
+    )
     parser.add_argument(
         "--reading", action="store_true",
         help="Print the katakana reading of the text instead of synthesizing (needs no models)",
@@ -43,10 +102,15 @@ def main() -> int:
     parser.add_argument("--debug", action="store_true")
     args = parser.parse_args()
     setup_logging(args.debug)
+    output: Output | None = None  # checked before anything slow runs
     if not args.reading:
         missing = [flag for flag, value in (("--data-dir", args.data_dir), ("--voice", args.voice), ("--output", args.output)) if not value]
         if missing:
             parser.error(f"the following arguments are required: {', '.join(missing)} (or give --reading)")
+        try:
+            output = Output.parse(args.output)
+        except ValueError as err:
+            fail(str(err))
 
     text = args.text if args.text is not None else sys.stdin.read()
     if not text.strip():
@@ -59,7 +123,7 @@ def main() -> int:
     except UserDictionaryError as err:
         fail(str(err))
 
-    if args.reading:
+    if output is None:
         from ..text.readings import HomeAssistantReader, katakana_reading
 
         try:
@@ -67,12 +131,11 @@ def main() -> int:
         except ValueError as err:
             fail(f"cannot read this text: {err}")
         return 0
-    return _synthesize(args, text, keep_words)
+    return _synthesize(args, text, keep_words, output)
 
 
-def _synthesize(args: argparse.Namespace, text: str, keep_words: list[str]) -> int:
+def _synthesize(args: argparse.Namespace, text: str, keep_words: list[str], output: Output) -> int:
     import numpy as np
-    import soundfile
 
     from ..engine.engine import Engine, UnknownVoice
     from ..engine.prepared import PreparationError
@@ -90,8 +153,11 @@ def _synthesize(args: argparse.Namespace, text: str, keep_words: list[str]) -> i
     except ValueError as err:
         fail(f"cannot read this text: {err}")
     audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int16)
-    soundfile.write(args.output, audio, voice.sample_rate, subtype="PCM_16")
-    print(f"Wrote {len(audio) / voice.sample_rate:.2f} s to {args.output}", file=sys.stderr)
+    try:
+        where = output.write(audio, voice.sample_rate)
+    except (OSError, RuntimeError) as err:  # soundfile reports a failed write as a RuntimeError
+        fail(f"could not write {args.output}: {err}")
+    print(f"Wrote {len(audio) / voice.sample_rate:.2f} s to {where}", file=sys.stderr)
     return 0
 
 
