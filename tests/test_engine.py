@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import subprocess
 import sys
@@ -16,7 +17,10 @@ from wyoming_hayakoe.engine.engine import Engine, UnknownVoice, bounded_sentence
 from wyoming_hayakoe.engine.pauses import MIN_PAUSE_SECONDS, gap_samples, trailing_silence
 from wyoming_hayakoe.engine.settings import InvalidSettings, SynthesisSettings
 from wyoming_hayakoe.engine.voice import DECODE_MAX_FRAMES, UnknownStyle, Voice, decode_plan
-from wyoming_hayakoe.store import InvalidVoiceName, MissingModelFiles
+from wyoming_hayakoe.runtime import ort
+from wyoming_hayakoe.runtime.models import Decoder
+from wyoming_hayakoe.runtime.prepared import ModelCache
+from wyoming_hayakoe.store import InvalidVoiceName, MissingModelFiles, find_voice
 
 VOICE = "standin-a"
 QUIET = SynthesisSettings(noise_scale=0.0, noise_w_scale=0.0)
@@ -25,7 +29,7 @@ LONG = "今日の東京は晴れのち曇り、最高気温は二十三度の予
 
 @pytest.fixture(scope="module")
 def engine(standin_dir: Path, model_cache: Path) -> Engine:
-    return Engine([standin_dir], voices=[VOICE], cache_dir=model_cache)
+    return Engine.load([standin_dir], voices=[VOICE], cache_dir=model_cache)
 
 
 def snr(reference: np.ndarray, test: np.ndarray) -> float:
@@ -70,16 +74,16 @@ def test_small_slices_only_when_little_audio_is_ahead_of_the_listener(engine: En
 
 
 class SlowerThanPlayback:
-    """A decoder session that takes 1.5 times as long as the audio it makes, like a Raspberry Pi's."""
+    """A decoder that takes 1.5 times as long as the audio it makes, like a Raspberry Pi's."""
 
-    def __init__(self, session, rate: int) -> None:
-        self.session, self.rate = session, rate
+    def __init__(self, decoder: Decoder, rate: int) -> None:
+        self.decoder, self.rate = decoder, rate
 
-    def run(self, outputs, feeds):
+    def decode(self, z: np.ndarray, g: np.ndarray) -> np.ndarray:
         began = time.perf_counter()
-        result = self.session.run(outputs, feeds)
-        time.sleep(max(0.0, 1.5 * result[0].size / self.rate - (time.perf_counter() - began)))
-        return result
+        audio = self.decoder.decode(z, g)
+        time.sleep(max(0.0, 1.5 * audio.size / self.rate - (time.perf_counter() - began)))
+        return audio
 
 
 def test_a_decoder_slower_than_playback_starts_quickly_only_once(engine: Engine, monkeypatch) -> None:
@@ -89,7 +93,9 @@ def test_a_decoder_slower_than_playback_starts_quickly_only_once(engine: Engine,
     hop = voice.config.hop_length
     frames = sum(len(piece) for piece in engine.synthesize(sentence, VOICE, QUIET)) // hop
     assert voice.decoder_keeps_up and len(decode_plan(frames)) > len(decode_plan(frames, quick_start=False))
-    monkeypatch.setattr(voice, "decoder", SlowerThanPlayback(voice.decoder, voice.sample_rate))
+    assert voice.models.decoder is not None
+    slow = SlowerThanPlayback(voice.models.decoder, voice.sample_rate)
+    monkeypatch.setattr(voice, "models", dataclasses.replace(voice.models, decoder=slow))
     monkeypatch.setattr(voice, "decode_factor", None)
     pieces = list(engine.synthesize(sentence + sentence, VOICE, QUIET))
     assert not voice.decoder_keeps_up
@@ -97,15 +103,16 @@ def test_a_decoder_slower_than_playback_starts_quickly_only_once(engine: Engine,
 
 
 @pytest.mark.parametrize("text", ["はい。", LONG, "明日の朝七時にアラームをセットしました。"])
-def test_chunked_decoding_equals_the_whole_model(engine: Engine, text: str) -> None:
+def test_chunked_decoding_equals_the_whole_model(engine: Engine, standin_dir: Path, model_cache: Path, text: str) -> None:
     voice = engine.voice(VOICE)
-    whole = Voice(voice.files, engine._frontend_for, engine.cache, chunked=False)
+    models, _ = ort.load_voice(find_voice([standin_dir], VOICE), ModelCache(model_cache), None, chunked=False)
+    whole = Voice(VOICE, voice.config, voice.style_vectors, voice.frontend, models)
     phonemes = voice.frontend.phonemize(text)
     bert = engine.bert.features(phonemes)
     pieces = list(voice.render(phonemes, bert, QUIET))
     reference = np.concatenate(list(whole.render(phonemes, bert, QUIET)))
     chunked = np.concatenate(pieces)
-    assert voice.decoder is not None and whole.decoder is None
+    assert voice.models.decoder is not None and whole.models.decoder is None
     assert len(chunked) == len(reference)
     assert snr(reference, chunked) >= 100.0
     if text == LONG:
@@ -153,7 +160,7 @@ def test_bad_requests_raise_clear_errors(engine: Engine, call, error) -> None:
 
 def test_missing_models_say_what_to_download(tmp_path: Path) -> None:
     with pytest.raises(MissingModelFiles) as raised:
-        Engine([tmp_path], voices=["jvnv-F1-jp"])
+        Engine.load([tmp_path], voices=["jvnv-F1-jp"])
     assert "onnx/bert/q8/bert_q8.onnx" in str(raised.value)
     assert "wyoming-hayakoe-download" in str(raised.value)
 
@@ -161,7 +168,7 @@ def test_missing_models_say_what_to_download(tmp_path: Path) -> None:
 def test_path_like_voice_names_are_refused(standin_dir: Path, model_cache: Path) -> None:
     for name in ["../standin-a", "/etc", "standin-a/../../x", "..", ""]:
         with pytest.raises(InvalidVoiceName):
-            Engine([standin_dir], voices=[name], cache_dir=model_cache)
+            Engine.load([standin_dir], voices=[name], cache_dir=model_cache)
 
 
 def test_runaway_sentences_are_cut_at_a_comma() -> None:

@@ -56,7 +56,7 @@ def oracle(standin_dir: Path):
 
 @pytest.fixture(scope="module")
 def engine(standin_dir: Path, model_cache: Path) -> Engine:
-    return Engine([standin_dir], voices=[VOICE], cache_dir=model_cache)
+    return Engine.load([standin_dir], voices=[VOICE], cache_dir=model_cache)
 
 
 def ours(engine: Engine, text: str, **settings) -> np.ndarray:
@@ -103,7 +103,7 @@ def test_real_model_variants_load_and_match(variant: str, standin_dir: Path) -> 
 
     data = cached_standin(f"tiny-seed0-{variant}", size="tiny", speakers=(VOICE,), seed=0, synth_variant=variant)
     text = "はい。わかりました。"
-    engine = Engine([data], voices=[VOICE])
+    engine = Engine.load([data], voices=[VOICE])
     actual = ours(engine, text)
     expected = TTS(device="cpu", bert_source=str(data)).load(VOICE, source=str(data)).prepare().speakers[VOICE]
     reference = expected.generate(text, noise=0.0, noise_w=0.0, batch_bert=False).data

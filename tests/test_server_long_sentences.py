@@ -20,7 +20,7 @@ QUIET = SynthesisSettings(noise_scale=0.0, noise_w_scale=0.0)
 
 @pytest.fixture(scope="module")
 def engine(standin_dir: Path, model_cache: Path) -> Engine:
-    return Engine([standin_dir], voices=[VOICE], cache_dir=model_cache)
+    return Engine.load([standin_dir], voices=[VOICE], cache_dir=model_cache)
 
 
 @pytest.fixture

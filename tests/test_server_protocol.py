@@ -137,7 +137,7 @@ def _engine(standin_dir, model_cache):
     from wyoming_hayakoe.engine.engine import Engine
 
     if "a" not in _ENGINES:
-        _ENGINES["a"] = Engine([standin_dir], voices=["standin-a"], cache_dir=model_cache)
+        _ENGINES["a"] = Engine.load([standin_dir], voices=["standin-a"], cache_dir=model_cache)
     return _ENGINES["a"]
 
 

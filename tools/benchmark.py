@@ -188,7 +188,7 @@ class Side:
         self.heard_by.setdefault(text, []).append(heard)
 
 
-#: What our server logs (wyoming_hayakoe.engine.prepared, INFO) only when it optimizes a model.
+#: What our server logs (wyoming_hayakoe.runtime.prepared, INFO) only when it optimizes a model.
 OPTIMIZING_RE = re.compile(r"Optimizing .* once for this machine")
 
 
@@ -372,11 +372,15 @@ def chunked_decoding_snr(full: Path) -> float:
     from wyoming_hayakoe.engine.engine import Engine
     from wyoming_hayakoe.engine.settings import SynthesisSettings
     from wyoming_hayakoe.engine.voice import Voice
+    from wyoming_hayakoe.runtime import ort
+    from wyoming_hayakoe.runtime.prepared import ModelCache
+    from wyoming_hayakoe.store import find_voice
     from wyoming_hayakoe.text import split_sentences
 
-    engine = Engine([full], voices=[VOICES[0]])
+    engine = Engine.load([full], voices=[VOICES[0]])
     voice = engine.voice(VOICES[0])
-    whole = Voice(voice.files, engine._frontend_for, engine.cache, chunked=False)
+    models, _ = ort.load_voice(find_voice([full], VOICES[0]), ModelCache(), None, chunked=False)
+    whole = Voice(voice.name, voice.config, voice.style_vectors, voice.frontend, models)
     quiet = SynthesisSettings(noise_scale=0.0, noise_w_scale=0.0)
     worst = float("inf")
     for sentence in split_sentences(TEXTS["long"]):

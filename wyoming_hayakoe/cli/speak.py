@@ -138,14 +138,14 @@ def _synthesize(args: argparse.Namespace, text: str, keep_words: list[str], outp
     import numpy as np
 
     from ..engine.engine import Engine, UnknownVoice
-    from ..engine.prepared import PreparationError
+    from ..runtime.prepared import PreparationError
     from ..engine.settings import InvalidSettings
     from ..engine.voice import UnknownStyle
     from ..store import InvalidVoiceName, MissingModelFiles
 
     try:
         settings = settings_from(args)
-        engine = Engine(args.data_dir, voices=[args.voice], threads=args.threads, keep_words=keep_words, cache_dir=cache_dir_from(args))
+        engine = Engine.load(args.data_dir, voices=[args.voice], threads=args.threads, keep_words=keep_words, cache_dir=cache_dir_from(args))
         voice = engine.voice(args.voice)
         pieces = list(engine.synthesize(text, args.voice, settings))
     except (MissingModelFiles, InvalidVoiceName, UnknownVoice, UnknownStyle, InvalidSettings, PreparationError) as err:

@@ -1,35 +1,40 @@
-"""The shared Japanese BERT: tokenizer plus Q8 ONNX model, loaded once for all voices."""
+"""The shared Japanese BERT: tokenizer plus model, loaded once for all voices."""
 
 from __future__ import annotations
 
-import numpy as np
-from transformers.models.bert_japanese.tokenization_bert_japanese import BertJapaneseTokenizer
+from typing import Any
 
+import numpy as np
+
+from ..runtime import ort
+from ..runtime.models import BertModel
+from ..runtime.prepared import ModelCache
 from ..store import BertFiles
 from ..text import Phonemes
-from .onnx import open_session
-from .prepared import WHOLE, ModelCache
 
 
 class BertEncoder:
     """Per-phone BERT features for one sentence at a time (batch 1, as hayakoe's stream())."""
 
-    def __init__(self, files: BertFiles, cache: ModelCache, threads: int | None = None) -> None:
-        self.files = files
+    def __init__(self, tokenizer: Any, model: BertModel, origin: str = "") -> None:
+        """`tokenizer`: a transformers BERT tokenizer (called as `tokenizer(text, return_tensors="np")`)."""
+        self.tokenizer = tokenizer
+        self.model = model
+        self.origin = origin
+
+    @classmethod
+    def load(cls, files: BertFiles, cache: ModelCache, threads: int | None = None) -> "BertEncoder":
+        """The hub layout's tokenizer and Q8 model, on ONNX Runtime."""
         # The class is named directly: AutoTokenizer would import torch where it is installed.
-        self.tokenizer = BertJapaneseTokenizer.from_pretrained(str(files.tokenizer_dir), local_files_only=True)
-        self.session = open_session(cache.prepare(files.onnx).parts[WHOLE], threads)
+        from transformers.models.bert_japanese.tokenization_bert_japanese import BertJapaneseTokenizer
+
+        tokenizer = BertJapaneseTokenizer.from_pretrained(str(files.tokenizer_dir), local_files_only=True)
+        return cls(tokenizer, ort.load_bert(files, cache, threads), str(files.onnx))
 
     def features(self, phonemes: Phonemes) -> np.ndarray:
         """float32 [1024, P]: each character's hidden state repeated over its phones."""
         encoded = self.tokenizer(phonemes.bert_text, return_tensors="np")
-        hidden = self.session.run(
-            None,
-            {
-                "input_ids": encoded["input_ids"].astype(np.int64),
-                "attention_mask": encoded["attention_mask"].astype(np.int64),
-            },
-        )[0][0]
+        hidden = self.model.hidden_states(encoded["input_ids"], encoded["attention_mask"])
         word2ph = phonemes.word2ph
         if hidden.shape[0] < len(word2ph):
             raise ValueError(

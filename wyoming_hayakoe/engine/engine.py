@@ -6,17 +6,17 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
+from ..runtime.prepared import ModelCache
 from ..store import find_bert, find_voice, installed_voices
 from ..text import Frontend, split_sentences
 from ..text.sentences import cut_position
 from ..text.readings import HomeAssistantReader
 from .bert import BertEncoder
 from .pauses import BoundaryPause, gap_samples, trailing_silence
-from .prepared import ModelCache
 from .settings import SynthesisSettings
 from .voice import Voice
 
@@ -67,48 +67,49 @@ class TextPlan:
 
 
 class Engine:
-    """Loads the shared BERT and voices once; `synthesize` is then cheap to call.
+    """The shared BERT and the voices, loaded once; `synthesize` is then cheap to call.
 
-    Heavy work (sessions, tokenizer, first inference) happens in the
-    constructor and `warm_up`, so the first request pays no load cost.
+    Built from its parts, or from data dirs with `Engine.load`: heavy work
+    (sessions, tokenizer) happens there and in `warm_up`, so the first
+    request pays no load cost.
     """
 
-    def __init__(
-        self,
+    def __init__(self, bert: BertEncoder, voices: Iterable[Voice], reader: HomeAssistantReader | None = None) -> None:
+        self.bert = bert
+        self.voices: dict[str, Voice] = {voice.name: voice for voice in voices}
+        self.reader = reader or HomeAssistantReader()
+
+    @classmethod
+    def load(
+        cls,
         data_dirs: Sequence[Path],
         voices: Sequence[str] | None = None,
         threads: int | None = None,
         keep_words: Sequence[str] = (),
         cache_dir: Path | None = None,
-    ) -> None:
-        """`keep_words`: Latin surfaces of the user dictionary, left for OpenJTalk to read.
+    ) -> "Engine":
+        """The BERT and `voices` (default: every installed one) from the first data dir that has each.
 
-        `cache_dir` keeps the models optimized for this machine between runs
-        (see prepared.py); without it they are optimized again at every start.
+        `keep_words`: Latin surfaces of the user dictionary, left for OpenJTalk
+        to read. `cache_dir` keeps the models optimized for this machine
+        between runs (see runtime/prepared.py); without it they are optimized
+        again at every start.
         """
-        self.data_dirs = [Path(d) for d in data_dirs]
-        self.threads = threads
-        self.cache = ModelCache(cache_dir)
-        self.reader = HomeAssistantReader(keep_words)
-        self._keep_words = [w.replace(" ", "") for w in keep_words]
-        self.bert = BertEncoder(find_bert(self.data_dirs), self.cache, threads)
-        _LOGGER.info("Loaded BERT from %s", self.bert.files.onnx)
-        self._frontends: dict[bool, Frontend] = {}
-        names = list(voices) if voices else installed_voices(self.data_dirs)
-        self.voices: dict[str, Voice] = {}
-        for name in dict.fromkeys(names):
-            self.load_voice(name)
+        dirs = [Path(d) for d in data_dirs]
+        cache = ModelCache(cache_dir)
+        bert = BertEncoder.load(find_bert(dirs), cache, threads)
+        _LOGGER.info("Loaded BERT from %s", bert.origin)
+        frontends: dict[bool, Frontend] = {}
+        spaceless = [w.replace(" ", "") for w in keep_words]
 
-    def load_voice(self, name: str) -> Voice:
-        """Load (or return the already loaded) voice `name` from the data dirs."""
-        if name not in self.voices:
-            self.voices[name] = Voice(find_voice(self.data_dirs, name), self._frontend_for, self.cache, self.threads)
-        return self.voices[name]
+        def frontend_for(add_blank: bool) -> Frontend:
+            if add_blank not in frontends:
+                frontends[add_blank] = Frontend(bert.tokenizer, add_blank=add_blank, keep_words=spaceless)
+            return frontends[add_blank]
 
-    def _frontend_for(self, add_blank: bool) -> Frontend:
-        if add_blank not in self._frontends:
-            self._frontends[add_blank] = Frontend(self.bert.tokenizer, add_blank=add_blank, keep_words=self._keep_words)
-        return self._frontends[add_blank]
+        names = list(voices) if voices else installed_voices(dirs)
+        loaded = [Voice.load(find_voice(dirs, name), frontend_for, cache, threads) for name in dict.fromkeys(names)]
+        return cls(bert, loaded, HomeAssistantReader(keep_words))
 
     def voice(self, name: str) -> Voice:
         try:
@@ -131,7 +132,7 @@ class Engine:
 
     def boundary_pauses(self, voice: Voice, text: str, sentences: int, settings: SynthesisSettings) -> BoundaryPause:
         """Pauses at the sentence boundaries of `text`, from one duration-predictor pass over all of it."""
-        if sentences <= 1 or voice.duration_predictor is None:
+        if sentences <= 1 or not voice.has_duration_predictor:
             return BoundaryPause()
         phonemes = voice.frontend.phonemize(text)
         durations = voice.predict_durations(phonemes, self.bert.features(phonemes), settings)

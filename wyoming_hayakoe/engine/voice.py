@@ -10,10 +10,11 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from ..runtime import ort
+from ..runtime.models import SynthesisInputs, VoiceModels
+from ..runtime.prepared import ModelCache
 from ..store import VoiceFiles
 from ..text import Frontend, Phonemes
-from .onnx import open_session
-from .prepared import DECODER, FRONT, WHOLE, ModelCache
 from .settings import SynthesisSettings
 
 _LOGGER = logging.getLogger(__name__)
@@ -21,6 +22,10 @@ _LOGGER = logging.getLogger(__name__)
 
 class UnknownStyle(ValueError):
     """A style the voice does not have."""
+
+
+class UnsupportedVoice(ValueError):
+    """A model this engine cannot run (not Style-Bert-VITS2 JP-Extra)."""
 
 
 @dataclass(frozen=True)
@@ -44,10 +49,6 @@ class VoiceConfig:
             jp_extra=str(raw.get("version", "")).endswith("JP-Extra"),
             style_ids={str(k): int(v) for k, v in styles.items()},
         )
-
-
-def _scalar(value: float) -> np.ndarray:
-    return np.array([value], dtype=np.float32)
 
 
 # Decoding z in slices: each slice sees this many frames of z on either side,
@@ -84,42 +85,62 @@ def decode_plan(frames: int, quick_start: bool = True) -> list[tuple[int, int]]:
 
 
 class Voice:
-    """A loaded voice; `render` turns one phonemized sentence into float audio."""
+    """A loaded voice; `render` turns one phonemized sentence into float audio.
+
+    Built from its parts (any runtime's models, see runtime/models.py), or
+    from its files with `Voice.load`.
+    """
 
     def __init__(
         self,
+        name: str,
+        config: VoiceConfig,
+        style_vectors: np.ndarray,
+        frontend: Frontend,
+        models: VoiceModels,
+        origin: str = "",
+    ) -> None:
+        """`origin`: where the voice came from, for the log."""
+        if not config.jp_extra:
+            raise UnsupportedVoice(f"Voice {name!r} is not a JP-Extra model; only JP-Extra voices are supported")
+        self.name = name
+        self.origin = origin
+        self.config = config
+        self.style_vectors = style_vectors.astype(np.float32)
+        self.frontend = frontend
+        self.models = models
+        self.decode_factor: float | None = None  # decoding seconds per second of audio, smoothed
+
+    @classmethod
+    def load(
+        cls,
         files: VoiceFiles,
         frontend_for: Callable[[bool], Frontend],
         cache: ModelCache,
         threads: int | None = None,
         chunked: bool = True,
-    ) -> None:
-        self.name = files.name
-        self.files = files
-        self.config = VoiceConfig.from_json(json.loads(files.config.read_text(encoding="utf-8")))
-        if not self.config.jp_extra:
-            raise ValueError(f"Voice {self.name!r} is not a JP-Extra model; only JP-Extra voices are supported")
-        self.style_vectors = np.load(files.style_vectors).astype(np.float32)
-        self.frontend = frontend_for(self.config.add_blank)
-        synthesizer = cache.prepare(files.synthesizer, split=chunked)
-        if synthesizer.unsplit_reason:
-            _LOGGER.warning("%s cannot be split (%s): audio comes per sentence", files.synthesizer, synthesizer.unsplit_reason)
-        self.synthesizer = open_session(synthesizer.parts.get(FRONT) or synthesizer.parts[WHOLE], threads)
-        self.decoder = open_session(synthesizer.parts[DECODER], threads) if synthesizer.split else None
-        self._latent, self._speaker = synthesizer.latent, synthesizer.speaker
-        self.decode_factor: float | None = None  # decoding seconds per second of audio, smoothed
-        self.duration_predictor = (
-            open_session(cache.prepare(files.duration_predictor).parts[WHOLE], threads)
-            if files.duration_predictor
-            else None
-        )
+    ) -> "Voice":
+        """The voice in `files` on ONNX Runtime, its models optimized through `cache`."""
+        config = VoiceConfig.from_json(json.loads(files.config.read_text(encoding="utf-8")))
+        if not config.jp_extra:  # before optimizing anything
+            raise UnsupportedVoice(f"Voice {files.name!r} is not a JP-Extra model; only JP-Extra voices are supported")
+        models, unsplit_reason = ort.load_voice(files, cache, threads, chunked)
+        if unsplit_reason:
+            _LOGGER.warning("%s cannot be split (%s): audio comes per sentence", files.synthesizer, unsplit_reason)
+        frontend = frontend_for(config.add_blank)
+        voice = cls(files.name, config, np.load(files.style_vectors), frontend, models, str(files.folder))
         _LOGGER.info(
             "Loaded voice %s from %s (styles: %s%s)",
-            self.name,
-            files.folder,
-            ", ".join(self.styles),
-            "" if self.duration_predictor else "; no duration predictor, fixed 80 ms pauses",
+            voice.name,
+            voice.origin,
+            ", ".join(voice.styles),
+            "" if models.duration_predictor else "; no duration predictor, fixed 80 ms pauses",
         )
+        return voice
+
+    @property
+    def has_duration_predictor(self) -> bool:
+        return self.models.duration_predictor is not None
 
     @property
     def styles(self) -> list[str]:
@@ -137,39 +158,39 @@ class Voice:
         mean = self.style_vectors[0]
         return mean + (self.style_vectors[row] - mean) * weight
 
-    def _inputs(self, phonemes: Phonemes, bert: np.ndarray, settings: SynthesisSettings) -> dict[str, np.ndarray]:
-        return {
-            "x": phonemes.phone_ids[np.newaxis, :],
-            "x_lengths": np.array([len(phonemes.phone_ids)], dtype=np.int64),
-            "sid": np.zeros(1, dtype=np.int64),  # single-speaker models, as hayakoe,
-            "tone": phonemes.tones[np.newaxis, :],
-            "language": phonemes.languages[np.newaxis, :],
-            "bert": bert[np.newaxis, :, :],
-            "style_vec": self.style_vector(settings.style, settings.style_weight)[np.newaxis, :].astype(np.float32),
-            "length_scale": _scalar(settings.length_scale),
-            "noise_scale_w": _scalar(settings.noise_w_scale),
-            "sdp_ratio": _scalar(settings.sdp_ratio),
-        }
+    def _inputs(self, phonemes: Phonemes, bert: np.ndarray, settings: SynthesisSettings) -> SynthesisInputs:
+        return SynthesisInputs(
+            phone_ids=phonemes.phone_ids,
+            tones=phonemes.tones,
+            languages=phonemes.languages,
+            bert=bert,
+            style_vector=self.style_vector(settings.style, settings.style_weight),
+            length_scale=settings.length_scale,
+            noise_scale=settings.noise_scale,
+            noise_w_scale=settings.noise_w_scale,
+            sdp_ratio=settings.sdp_ratio,
+        )
 
     def render(
         self, phonemes: Phonemes, bert: np.ndarray, settings: SynthesisSettings, quick_start: bool = True
     ) -> Iterator[np.ndarray]:
         """float32 mono audio in ±1 for one sentence, in pieces as the decoder makes them (see decode_plan)."""
         inputs = self._inputs(phonemes, bert, settings)
-        inputs["noise_scale"] = _scalar(settings.noise_scale)
-        if self.decoder is None:
-            yield self.synthesizer.run(["audio"], inputs)[0].reshape(-1)
+        front, decoder = self.models.front, self.models.decoder
+        if front is None or decoder is None:
+            assert self.models.whole is not None
+            yield self.models.whole.audio(inputs)
             return
-        latent, speaker = self.synthesizer.run([self._latent, self._speaker], inputs)
+        latent, speaker = front.latent(inputs)
         hop = self.config.hop_length
         frames = latent.shape[2]
         for start, end in decode_plan(frames, quick_start):
             low = max(0, start - DECODE_CONTEXT_FRAMES)
             high = min(frames, end + DECODE_CONTEXT_FRAMES)
             began = time.perf_counter()
-            audio = self.decoder.run(["audio"], {self._latent: latent[:, :, low:high], self._speaker: speaker})[0]
+            audio = decoder.decode(latent[:, :, low:high], speaker)
             self._measure_decoding(time.perf_counter() - began, (high - low) * hop)
-            yield audio.reshape(-1)[(start - low) * hop : (end - low) * hop]
+            yield audio[(start - low) * hop : (end - low) * hop]
 
     def _measure_decoding(self, seconds: float, samples: int) -> None:
         factor = seconds * self.sample_rate / samples
@@ -182,6 +203,6 @@ class Voice:
 
     def predict_durations(self, phonemes: Phonemes, bert: np.ndarray, settings: SynthesisSettings) -> np.ndarray | None:
         """Frames per phone from the duration predictor, or None if the voice has none."""
-        if self.duration_predictor is None:
+        if self.models.duration_predictor is None:
             return None
-        return self.duration_predictor.run(["durations"], self._inputs(phonemes, bert, settings))[0][0]
+        return self.models.duration_predictor.durations(self._inputs(phonemes, bert, settings))

@@ -9,7 +9,7 @@ import time
 from functools import partial
 
 from ..engine.engine import Engine
-from ..engine.prepared import PreparationError
+from ..runtime.prepared import PreparationError
 from ..engine.settings import SynthesisSettings
 from ..store import MissingModelFiles
 from .config import ServerConfig, StartupError, VoiceSelection, ensure_voices
@@ -35,7 +35,7 @@ def load_engine(config: ServerConfig, selection: VoiceSelection) -> tuple[Engine
     if config.dictionary is not None:
         _LOGGER.info("User dictionary %s applied", config.dictionary)
     try:
-        engine = Engine(
+        engine = Engine.load(
             data_dirs, voices=load, threads=config.threads, keep_words=keep_words, cache_dir=config.cache_dir
         )
     except (MissingModelFiles, PreparationError, ValueError) as err:  # missing or broken files, not JP-Extra
@@ -60,7 +60,7 @@ def load_engine(config: ServerConfig, selection: VoiceSelection) -> tuple[Engine
         time.monotonic() - started,
         len(engine.voices),
         default_voice,
-        "; ".join(f"{v.name} ({v.sample_rate} Hz) from {v.files.folder}" for v in engine.voices.values()),
+        "; ".join(f"{v.name} ({v.sample_rate} Hz) from {v.origin}" for v in engine.voices.values()),
     )
     return engine, default_voice
 

@@ -5,7 +5,7 @@ loaded file's initializers beside the folded ones: the Q8 BERT took 1.35 GB
 for a 569 MB file and five seconds to load. Optimized once and saved with its
 weights in a separate file, the same graph loads in under a second into
 about its file size, because ORT maps that file instead of copying it. The
-optimization runs in a child process (`python -m wyoming_hayakoe.engine.prepared`)
+optimization runs in a child process (`python -m wyoming_hayakoe.runtime.prepared`)
 whose memory is returned when it exits; the child also cuts synthesizers in
 two (see split.py), so the server never loads a model with the `onnx` package.
 

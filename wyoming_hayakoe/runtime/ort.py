@@ -1,0 +1,134 @@
+"""The model roles on ONNX Runtime: sessions opened one way, inputs bound by the graphs' names.
+
+Each class takes any `Session` (anything with ONNX Runtime's `run`), so a
+test can wrap or replace one; `load_bert` and `load_voice` open the
+optimized models the cache made (see prepared.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import onnxruntime as ort
+
+from ..store import BertFiles, VoiceFiles
+from .models import SynthesisInputs, VoiceModels
+from .prepared import DECODER, FRONT, WHOLE, ModelCache
+
+
+def open_session(model: Path, threads: int | None) -> ort.InferenceSession:
+    """A CPU session for an already optimized model file (see prepared.py); `threads` caps its intra-op pool.
+
+    The graph is not optimized again: that would fold constants into new
+    copies of the weights. Idle spinning is off: several sessions share the
+    same few cores and only one of them runs at a time, so a spinning pool
+    only steals CPU.
+    """
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.inter_op_num_threads = 1
+    if threads:
+        options.intra_op_num_threads = threads
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+
+
+def _scalar(value: float) -> np.ndarray:
+    return np.array([value], dtype=np.float32)
+
+
+def _feeds(inputs: SynthesisInputs, noise: bool = True) -> dict[str, np.ndarray]:
+    """HayaKoe's synthesizer and duration-predictor input names (the DP has no noise_scale)."""
+    feeds = {
+        "x": inputs.phone_ids[np.newaxis, :],
+        "x_lengths": np.array([len(inputs.phone_ids)], dtype=np.int64),
+        "sid": np.array([inputs.speaker_id], dtype=np.int64),
+        "tone": inputs.tones[np.newaxis, :],
+        "language": inputs.languages[np.newaxis, :],
+        "bert": inputs.bert[np.newaxis, :, :],
+        "style_vec": inputs.style_vector[np.newaxis, :].astype(np.float32, copy=False),
+        "length_scale": _scalar(inputs.length_scale),
+        "noise_scale_w": _scalar(inputs.noise_w_scale),
+        "sdp_ratio": _scalar(inputs.sdp_ratio),
+    }
+    if noise:
+        feeds["noise_scale"] = _scalar(inputs.noise_scale)
+    return feeds
+
+
+class Session(Protocol):
+    """What the roles use of an `onnxruntime.InferenceSession`."""
+
+    def run(self, output_names: list[str] | None, input_feed: dict[str, np.ndarray]) -> list[np.ndarray]: ...
+
+
+class _OnSession:
+    """A model role bound to one session."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+
+class OrtBert(_OnSession):
+    def hidden_states(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+        feeds = {"input_ids": input_ids.astype(np.int64), "attention_mask": attention_mask.astype(np.int64)}
+        return self.session.run(None, feeds)[0][0]
+
+
+class OrtFront(_OnSession):
+    def __init__(self, session: Session, latent: str, speaker: str) -> None:
+        super().__init__(session)
+        self.outputs = [latent, speaker]
+
+    def latent(self, inputs: SynthesisInputs) -> tuple[np.ndarray, np.ndarray]:
+        z, g = self.session.run(self.outputs, _feeds(inputs))
+        return z, g
+
+
+class OrtDecoder(_OnSession):
+    def __init__(self, session: Session, latent: str, speaker: str) -> None:
+        super().__init__(session)
+        self.latent, self.speaker = latent, speaker
+
+    def decode(self, z: np.ndarray, g: np.ndarray) -> np.ndarray:
+        return self.session.run(["audio"], {self.latent: z, self.speaker: g})[0].reshape(-1)
+
+
+class OrtWholeSynthesizer(_OnSession):
+    def audio(self, inputs: SynthesisInputs) -> np.ndarray:
+        return self.session.run(["audio"], _feeds(inputs))[0].reshape(-1)
+
+
+class OrtDurationPredictor(_OnSession):
+    def durations(self, inputs: SynthesisInputs) -> np.ndarray:
+        return self.session.run(["durations"], _feeds(inputs, noise=False))[0][0]
+
+
+def load_bert(files: BertFiles, cache: ModelCache, threads: int | None) -> OrtBert:
+    return OrtBert(open_session(cache.prepare(files.onnx).parts[WHOLE], threads))
+
+
+def load_voice(files: VoiceFiles, cache: ModelCache, threads: int | None, chunked: bool = True) -> tuple[VoiceModels, str]:
+    """The voice's models, and why its synthesizer could not be split ("" if it was or was not asked to be)."""
+    synthesizer = cache.prepare(files.synthesizer, split=chunked)
+    duration_predictor = (
+        OrtDurationPredictor(open_session(cache.prepare(files.duration_predictor).parts[WHOLE], threads))
+        if files.duration_predictor
+        else None
+    )
+    if synthesizer.split:
+        names = (synthesizer.latent, synthesizer.speaker)
+        models = VoiceModels(
+            front=OrtFront(open_session(synthesizer.parts[FRONT], threads), *names),
+            decoder=OrtDecoder(open_session(synthesizer.parts[DECODER], threads), *names),
+            duration_predictor=duration_predictor,
+        )
+    else:
+        models = VoiceModels(
+            whole=OrtWholeSynthesizer(open_session(synthesizer.parts[WHOLE], threads)),
+            duration_predictor=duration_predictor,
+        )
+    return models, synthesizer.unsplit_reason
