@@ -12,7 +12,8 @@ from wyoming.event import Event
 from wyoming_hayakoe.engine.engine import MAX_SENTENCE_CHARS, Engine
 from wyoming_hayakoe.engine.settings import SynthesisSettings
 from wyoming_hayakoe.server.scheduler import Scheduler
-from wyoming_hayakoe.server.speech import AudioOut, speak_sentences
+from wyoming_hayakoe.engine.speech import play
+from wyoming_hayakoe.server.speech import AudioOut
 
 VOICE = "standin-a"
 QUIET = SynthesisSettings(noise_scale=0.0, noise_w_scale=0.0)
@@ -56,12 +57,11 @@ async def test_a_streamed_sentence_that_grows_when_rewritten_is_spoken_in_bounde
         if AudioChunk.is_type(event.type):
             chunks.append(AudioChunk.from_event(event).audio)
 
-    utterance = engine.utterance(VOICE, QUIET)
-    out = AudioOut(write, utterance.voice.sample_rate, 1024)
+    speech = engine.speech(VOICE, QUIET)
+    out = AudioOut(write, speech.voice.sample_rate, 1024)
     with scheduler.open_lane("test") as lane:
-        result = await speak_sentences(
-            lane, out, utterance, arriving(["おはようございます。", raw]), "test", rewrite=engine.reader.stream()
-        )
-    assert result.spoken == 2 and len(np.frombuffer(b"".join(chunks), dtype="<i2")) > 0
+        async for sentence in arriving(["おはようございます。", raw]):
+            await play(speech, speech.sentence(sentence), out, lane.run)
+    assert speech.result.spoken == 2 and len(np.frombuffer(b"".join(chunks), dtype="<i2")) > 0
     assert len(lengths) >= 3 and max(lengths) <= MAX_SENTENCE_CHARS  # synthesized in bounded parts...
     assert sum(lengths[1:]) == len(rewritten)  # ...that add up to the whole sentence

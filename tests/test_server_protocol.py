@@ -116,31 +116,6 @@ async def test_synthesize_event_sequence_is_start_chunks_one_stop(server, rates)
     assert AudioStop.from_event(events[-1]).timestamp >= stamps[-1]
 
 
-@pytest.mark.parametrize("text", [TEXT, "**注意**: 気温は23.5度、湿度は60%です。明日は7:30に起きます!"])
-async def test_audio_matches_the_engine(server, standin_dir, model_cache, text):
-    """A plain synthesize sounds exactly like `Engine.synthesize` (rewrite, split, pauses)."""
-    from wyoming_hayakoe.engine.settings import SynthesisSettings
-
-    engine = _engine(standin_dir, model_cache)
-    settings = SynthesisSettings(noise_scale=0, noise_w_scale=0, sdp_ratio=0)
-    expected = np.concatenate(list(engine.synthesize(text, "standin-a", settings)))
-    result = await ha.synthesize(server.host, server.port, text, voice="standin-a")
-    got = np.frombuffer(bytes(result.audio), dtype="<i2")
-    assert len(got) == len(expected)
-    assert np.abs(got.astype(np.int32) - expected.astype(np.int32)).max() <= 2
-
-
-_ENGINES: dict = {}
-
-
-def _engine(standin_dir, model_cache):
-    from wyoming_hayakoe.engine.engine import Engine
-
-    if "a" not in _ENGINES:
-        _ENGINES["a"] = Engine.load([standin_dir], voices=["standin-a"], cache_dir=model_cache)
-    return _ENGINES["a"]
-
-
 async def test_voice_style_and_speaker_selection(server, rates):
     neutral = await ha.synthesize(server.host, server.port, TEXT, voice="standin-a")
     by_name = await ha.synthesize(server.host, server.port, TEXT, voice="standin-a:Happy")

@@ -7,11 +7,14 @@ models needed), to check how something will be pronounced.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import io
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from .common import (
     add_cache_dir_argument,
@@ -134,30 +137,57 @@ def main() -> int:
     return _synthesize(args, text, keep_words, output)
 
 
-def _synthesize(args: argparse.Namespace, text: str, keep_words: list[str], output: Output) -> int:
-    import numpy as np
+class FileSink:
+    """Collects the audio and writes it to the output at the end."""
 
+    def __init__(self, output: Output) -> None:
+        self.output = output
+        self.pieces: list[np.ndarray] = []
+        self.rate = 0
+        self.where = ""
+
+    async def start(self, rate: int) -> None:
+        self.rate = rate
+
+    async def add(self, audio: np.ndarray) -> None:
+        self.pieces.append(audio)
+
+    async def stop(self) -> None:
+        audio = np.concatenate(self.pieces) if self.pieces else np.zeros(0, dtype=np.int16)
+        self.where = self.output.write(audio, self.rate)
+
+    @property
+    def seconds(self) -> float:
+        return sum(len(p) for p in self.pieces) / self.rate if self.rate else 0.0
+
+
+def _synthesize(args: argparse.Namespace, text: str, keep_words: list[str], output: Output) -> int:
     from ..engine.engine import Engine, UnknownVoice
-    from ..runtime.prepared import PreparationError
     from ..engine.settings import InvalidSettings
-    from ..engine.voice import UnknownStyle
+    from ..engine.speech import play
+    from ..engine.voice import UnknownStyle, UnsupportedVoice
+    from ..runtime.prepared import PreparationError
     from ..store import InvalidVoiceName, MissingModelFiles
 
+    sink = FileSink(output)
     try:
         settings = settings_from(args)
-        engine = Engine.load(args.data_dir, voices=[args.voice], threads=args.threads, keep_words=keep_words, cache_dir=cache_dir_from(args))
-        voice = engine.voice(args.voice)
-        pieces = list(engine.synthesize(text, args.voice, settings))
-    except (MissingModelFiles, InvalidVoiceName, UnknownVoice, UnknownStyle, InvalidSettings, PreparationError) as err:
+        engine = Engine.load(
+            args.data_dir, voices=[args.voice], threads=args.threads, keep_words=keep_words, cache_dir=cache_dir_from(args)
+        )
+        speech = engine.speech(args.voice, settings)
+        asyncio.run(play(speech, speech.text(text), sink))
+    except (MissingModelFiles, InvalidVoiceName, UnknownVoice, UnknownStyle, UnsupportedVoice, InvalidSettings,
+            PreparationError) as err:
         fail(str(err))
-    except ValueError as err:
-        fail(f"cannot read this text: {err}")
-    audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int16)
+    failure = speech.result.failure()
+    if failure:
+        fail(failure)
     try:
-        where = output.write(audio, voice.sample_rate)
+        asyncio.run(sink.stop())
     except (OSError, RuntimeError) as err:  # soundfile reports a failed write as a RuntimeError
         fail(f"could not write {args.output}: {err}")
-    print(f"Wrote {len(audio) / voice.sample_rate:.2f} s to {where}", file=sys.stderr)
+    print(f"Wrote {sink.seconds:.2f} s to {sink.where}", file=sys.stderr)
     return 0
 
 

@@ -10,7 +10,7 @@ from ..runtime import ort
 from ..runtime.models import BertModel
 from ..runtime.prepared import ModelCache
 from ..store import BertFiles
-from ..text import Phonemes
+from ..text import Phonemes, UnpronounceableText
 
 
 class BertEncoder:
@@ -37,7 +37,7 @@ class BertEncoder:
         hidden = self.model.hidden_states(encoded["input_ids"], encoded["attention_mask"])
         word2ph = phonemes.word2ph
         if hidden.shape[0] < len(word2ph):
-            raise ValueError(
+            raise UnpronounceableText(  # the tokenizer merged or dropped characters
                 f"BERT returned {hidden.shape[0]} tokens for {len(word2ph)} characters: {phonemes.bert_text!r}"
             )
         return np.repeat(hidden[: len(word2ph)], word2ph, axis=0).T.astype(np.float32, copy=False)

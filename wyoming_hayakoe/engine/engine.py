@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
@@ -16,8 +15,9 @@ from ..text import Frontend, split_sentences
 from ..text.sentences import cut_position
 from ..text.readings import HomeAssistantReader
 from .bert import BertEncoder
-from .pauses import BoundaryPause, gap_samples, trailing_silence
+from .pauses import BoundaryPause
 from .settings import SynthesisSettings
+from .speech import Speech
 from .voice import Voice
 
 _LOGGER = logging.getLogger(__name__)
@@ -26,10 +26,6 @@ _LOGGER = logging.getLogger(__name__)
 # whole-text passes would take seconds and gigabytes, so we bound them.
 MAX_SENTENCE_CHARS = 300
 MAX_PAUSE_TEXT_CHARS = 1000
-# After a request's first sentence, a sentence is decoded in small slices
-# first (see decode_plan) only if the decoder keeps up with playback and less
-# than this much of the request's audio is still ahead of the listener.
-QUICK_START_UNLESS_AHEAD_S = 1.0
 
 
 def bounded_sentences(sentences: list[str], limit: int = MAX_SENTENCE_CHARS) -> list[str]:
@@ -50,11 +46,6 @@ class UnknownVoice(KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else "unknown voice"
-
-
-def to_pcm16(audio: np.ndarray) -> np.ndarray:
-    """float ±1 → int16, clipping instead of wrapping."""
-    return (np.clip(audio, -1.0, 1.0) * 32767).astype(np.int16)
 
 
 @dataclass(frozen=True)
@@ -141,22 +132,16 @@ class Engine:
         )
 
     def synthesize(self, text: str, voice_name: str, settings: SynthesisSettings | None = None) -> Iterator[np.ndarray]:
-        """int16 audio in pieces as they are decoded; a sentence's first piece starts with the pause before it.
+        """int16 audio of a whole text in pieces as they are decoded (see `Speech.text`)."""
+        return self.speech(voice_name, settings).text(text)
 
-        Home Assistant's text (numbers with units, English names, markdown)
-        is first rewritten into plain Japanese; plain Japanese passes
-        unchanged into the hayakoe-compatible frontend. Pauses come from one duration-predictor pass over the whole text, as
-        in hayakoe; it runs after the first sentence is out, so it never
-        delays the first audio. Very long texts and sentences are bounded
-        (see MAX_SENTENCE_CHARS): pauses there come from boundary windows.
-        """
-        utterance = self.utterance(voice_name, settings)
-        plan = self.plan(text)
-        pauses: BoundaryPause | None = None
-        for index, sentence in enumerate(plan.sentences):
-            if index == 1 and plan.whole_text_pauses:
-                pauses = self.boundary_pauses(utterance.voice, plan.text, len(plan.sentences), utterance.settings)
-            yield from utterance.speak(sentence, pauses.target(index - 1) if pauses else None)
+    def speech(self, voice_name: str, settings: SynthesisSettings | None = None, label: str = "") -> Speech:
+        """A request's speech (checks voice and style up front)."""
+        return Speech(self, self.voice(voice_name), settings or SynthesisSettings(), label)
+
+    def bounded(self, sentence: str) -> list[str]:
+        """`sentence` in parts short enough for one pass of the models."""
+        return bounded_sentences([sentence]) or [sentence]
 
     def plan(self, text: str) -> TextPlan:
         """Rewrite and split `text` the way `synthesize` speaks it."""
@@ -166,76 +151,3 @@ class Engine:
             sentences = [text]  # hayakoe reads a one-sentence text unsplit
         bounded = bounded_sentences(sentences)
         return TextPlan(text, bounded, len(text) <= MAX_PAUSE_TEXT_CHARS and len(bounded) == len(sentences))
-
-    def utterance(self, voice_name: str, settings: SynthesisSettings | None = None) -> "Utterance":
-        """A request's sentences, spoken one after another (checks voice and style up front)."""
-        voice = self.voice(voice_name)
-        settings = settings or SynthesisSettings()
-        voice.style_vector(settings.style, settings.style_weight)
-        return Utterance(self, voice, settings)
-
-
-class Utterance:
-    """The sentences of one request in order, with the right silence between them.
-
-    When the caller does not know the pause (text still streaming in), it is
-    predicted from a duration-predictor pass over the previous and the
-    current sentence, a window that spans the boundary.
-    """
-
-    def __init__(self, engine: Engine, voice: Voice, settings: SynthesisSettings) -> None:
-        self.engine = engine
-        self.voice = voice
-        self.settings = settings
-        self._previous_text: str | None = None
-        self._previous_audio: np.ndarray | None = None
-        self._started: float | None = None  # when the first audio went out
-        self._samples_out = 0
-
-    def _audio_ahead(self) -> float:
-        """Seconds of audio sent but not yet heard, if playback began with the first piece."""
-        if self._started is None:
-            return 0.0
-        return self._samples_out / self.voice.sample_rate - (time.monotonic() - self._started)
-
-    def speak(self, sentence: str, pause: float | None = None) -> Iterator[np.ndarray]:
-        """int16 audio of `sentence` in pieces, the first preceded by the pause after the previous sentence.
-
-        A sentence longer than MAX_SENTENCE_CHARS (a streamed one can grow so
-        when its numbers and names are written out) is spoken in bounded
-        parts, as `plan` bounds a whole text.
-        """
-        for index, part in enumerate(bounded_sentences([sentence]) or [sentence]):
-            yield from self._speak_bounded(part, pause if index == 0 else None)
-
-    def _speak_bounded(self, sentence: str, pause: float | None) -> Iterator[np.ndarray]:
-        pieces: list[np.ndarray] = []
-        for piece in self.engine.render_sentence(self.voice, sentence, self.settings, self._quick_start()):
-            out = piece
-            if not pieces and self._previous_audio is not None:
-                out = np.concatenate([np.zeros(self._silence_before(sentence, pause), dtype=np.float32), piece])
-            pieces.append(piece)
-            if self._started is None:
-                self._started = time.monotonic()
-            self._samples_out += len(out)
-            yield to_pcm16(out)
-        self._previous_text = sentence
-        self._previous_audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
-
-    def _quick_start(self) -> bool:
-        """Small first slices, which cost extra decoding, only where they shorten a wait.
-
-        Always for the request's first audio. Later, only when the listener
-        would otherwise run out of audio on a machine that decodes faster
-        than it plays; on a slower one (a Raspberry Pi) the listener waits
-        at every sentence anyway, and extra cuts would only add to it.
-        """
-        if self._started is None:
-            return True
-        return self.voice.decoder_keeps_up and self._audio_ahead() < QUICK_START_UNLESS_AHEAD_S
-
-    def _silence_before(self, sentence: str, pause: float | None) -> int:
-        if pause is None:
-            window = self._previous_text + sentence
-            pause = self.engine.boundary_pauses(self.voice, window, 2, self.settings).target(0)
-        return gap_samples(trailing_silence(self._previous_audio, self.voice.sample_rate), pause, self.voice.sample_rate)

@@ -38,16 +38,16 @@ from wyoming.tts import (
     SynthesizeVoice,
 )
 
-from ..engine.engine import MAX_SENTENCE_CHARS, Engine, Utterance
+from ..engine.engine import MAX_SENTENCE_CHARS, Engine
+from ..engine.speech import Speech, play
 from ..engine.settings import SynthesisSettings
 from ..store import InvalidVoiceName
 from ..text.readings import safe_to_split
-from ..text.sentences import has_speech
 from .events import BadEvent, read_event
 from .info import StyleNotAvailable, VoiceCard, VoiceNotAvailable, build_info, resolve_voice
 from .scheduler import Busy, Lane, LaneClosed, Scheduler, SchedulerClosed
 from .sentence_stream import SentenceStream
-from .speech import AudioOut, WholeTextPauses, speak_sentences
+from .speech import AudioOut
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -177,7 +177,7 @@ class _Stream:
         self.length = 0
         self.failed = False
         self.lane: Lane | None = None
-        self.utterance: Utterance | None = None
+        self.speech: Speech | None = None
         self.voice = ""
 
     def fail(self, error: RequestError) -> None:
@@ -399,27 +399,17 @@ class HayakoeHandler:
         self._respond(lambda: self._speak_text(lane, label, text, voice_name, settings), lane)
 
     async def _speak_text(self, lane: Lane, label: str, text: str, voice_name: str, settings: SynthesisSettings) -> None:
-        started = time.monotonic()
         engine = self.service.engine
-        utterance = engine.utterance(voice_name, settings)
-        out = AudioOut(self.write_event, utterance.voice.sample_rate, self.service.options.samples_per_chunk)
+        speech = engine.speech(voice_name, settings, label)
+        out = AudioOut(self.write_event, speech.voice.sample_rate, self.service.options.samples_per_chunk)
         try:
-            plan = await lane.run(lambda: engine.plan(text))
-            if not has_speech(plan.text):
-                error = RequestError(Codes.UNPRONOUNCEABLE, "Nothing in the text can be read aloud (no letters, kana, kanji or digits)")
-                _LOGGER.info("%s: error %s: %s", label, error.code, error.text)
-                await self.write_event(error.event())
-                return
-            pauses = WholeTextPauses(engine, utterance, plan)
-            result = await speak_sentences(
-                lane, out, utterance, plan.sentences, label, pause_before=pauses.before,
-                clock=lambda: time.monotonic() - started,
-            )
+            await play(speech, speech.text(text), out, lane.run)
         except LaneClosed:
             return  # client gone or server stopping: nobody to answer
-        if not out.started:
-            reason = result.skipped[0] if result.skipped else "nothing is left after removing markup and symbols"
-            error = RequestError(Codes.UNPRONOUNCEABLE, f"Nothing in the text can be read aloud ({reason})")
+        result = speech.result
+        failure = result.failure()
+        if failure is not None:
+            error = RequestError(Codes.UNPRONOUNCEABLE, failure)
             _LOGGER.info("%s: error %s: %s", label, error.code, error.text)
             await self.write_event(error.event())
             return
@@ -427,7 +417,7 @@ class HayakoeHandler:
         _LOGGER.info(
             "%s: %s/%s, %d chars, %d sentences → %.2f s audio in %.2f s (first audio after %.2f s)",
             label, voice_name, settings.style, len(text), result.sentences, out.seconds,
-            time.monotonic() - started, result.first_audio or 0.0,
+            time.monotonic() - speech.created, result.first_audio or 0.0,
         )
 
     # streaming -------------------------------------------------------------------
@@ -443,7 +433,7 @@ class HayakoeHandler:
         try:
             voice_name, settings = service.settings_for(_voice_of(event.data))
             stream.voice = f"{voice_name}/{settings.style}"
-            stream.utterance = service.engine.utterance(voice_name, settings)
+            stream.speech = service.engine.speech(voice_name, settings, label)
             stream.lane = service.open_lane(label)
             self._lanes.add(stream.lane)
         except RequestError as err:
@@ -477,20 +467,18 @@ class HayakoeHandler:
         stream.queue.put_nowait(_END)
 
     async def _stream_out(self, stream: _Stream) -> None:
-        started = time.monotonic()
         error: RequestError | None = None
         out: AudioOut | None = None
         result = None
-        if stream.failed or stream.utterance is None or stream.lane is None:
+        if stream.failed or stream.speech is None or stream.lane is None:
             error = await stream.error()
         else:
-            utterance = stream.utterance
-            out = AudioOut(self.write_event, utterance.voice.sample_rate, self.service.options.samples_per_chunk)
+            speech, lane = stream.speech, stream.lane
+            out = AudioOut(self.write_event, speech.voice.sample_rate, self.service.options.samples_per_chunk)
             try:
-                result = await speak_sentences(
-                    stream.lane, out, utterance, stream.sentences(), stream.label,
-                    rewrite=self.service.engine.reader.stream(), clock=lambda: time.monotonic() - started,
-                )
+                async for sentence in stream.sentences():
+                    await play(speech, speech.sentence(sentence), out, lane.run)
+                result = speech.result
             except _StreamFailed as failed:
                 error = failed.error
             except LaneClosed:
@@ -503,9 +491,9 @@ class HayakoeHandler:
                 _LOGGER.exception("%s: synthesis failed", stream.label)
                 stream.fail(RequestError(Codes.INTERNAL, "Internal server error (see the server log)"))
                 error = await stream.error()
-            if error is None and result is not None and not out.started and (result.skipped or result.unspeakable):
-                reason = result.skipped[0] if result.skipped else "no letters, kana, kanji or digits"
-                error = RequestError(Codes.UNPRONOUNCEABLE, f"Nothing in the text can be read aloud ({reason})")
+            failure = result.failure() if error is None and result is not None else None
+            if failure is not None:
+                error = RequestError(Codes.UNPRONOUNCEABLE, failure)
         if error is not None:
             await self.write_event(error.event())
             _LOGGER.info("%s: error %s: %s", stream.label, error.code, error.text)
@@ -515,7 +503,7 @@ class HayakoeHandler:
             _LOGGER.info(
                 "%s: %s, %d chars, %d sentences → %.2f s audio in %.2f s (first audio after %.2f s)",
                 stream.label, stream.voice, stream.length, result.sentences, out.seconds,
-                time.monotonic() - started, result.first_audio or 0.0,
+                time.monotonic() - stream.speech.created if stream.speech else 0.0, result.first_audio or 0.0,
             )
         while not stream.queue.empty() or self._stream is stream:
             # The rest of a failed stream: wait for its synthesize-stop.
