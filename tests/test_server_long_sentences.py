@@ -11,7 +11,7 @@ from wyoming.event import Event
 
 from wyoming_hayakoe.engine.engine import MAX_SENTENCE_CHARS, Engine
 from wyoming_hayakoe.engine.settings import SynthesisSettings
-from wyoming_hayakoe.server.scheduler import Scheduler
+from wyoming_hayakoe.worker import Scheduler
 from wyoming_hayakoe.engine.speech import play
 from wyoming_hayakoe.server.speech import AudioOut
 

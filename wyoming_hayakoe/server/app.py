@@ -16,7 +16,7 @@ from .config import ServerConfig, StartupError, VoiceSelection, ensure_voices
 from .handler import HayakoeHandler, ServerOptions, Service
 from .info import voice_card
 from .listener import Listener
-from .scheduler import Scheduler
+from ..worker import Scheduler
 from .zeroconf import ZeroconfAdvertiser, advertised_address, default_service_name
 
 _LOGGER = logging.getLogger(__name__)

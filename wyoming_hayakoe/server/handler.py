@@ -45,7 +45,7 @@ from ..store import InvalidVoiceName
 from ..text.readings import safe_to_split
 from .events import BadEvent, read_event
 from .info import StyleNotAvailable, VoiceCard, VoiceNotAvailable, build_info, resolve_voice
-from .scheduler import Busy, Lane, LaneClosed, Scheduler, SchedulerClosed
+from ..worker import Busy, Lane, LaneClosed, Scheduler, SchedulerClosed
 from .sentence_stream import SentenceStream
 from .speech import AudioOut
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from wyoming_hayakoe.server.scheduler import Busy, Scheduler, SchedulerClosed
+from wyoming_hayakoe.worker import Busy, Scheduler, SchedulerClosed
 
 
 @pytest.fixture

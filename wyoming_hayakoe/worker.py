@@ -1,14 +1,15 @@
-"""One inference worker shared by every connection.
+"""One inference worker shared by every front end (Wyoming connections, the web page).
 
 All model work runs on a single worker thread, never on the event loop. The
 ONNX Runtime sessions use the cores themselves (`--threads`), so running
 several requests in parallel would only oversubscribe them; instead, jobs
-are small (one sentence each) and the worker takes them round-robin from the
-requests that have work, so a long text from one client delays another
-client by at most one sentence at a time.
+are small (one step of a `Speech`: a sentence's first audio, or one decoded
+slice) and the worker takes them round-robin from the requests that have
+work, so a long text from one client delays another client by at most one
+step at a time.
 
-Each request gets a `Lane`. A lane runs its jobs in order (an utterance's
-sentences depend on each other); different lanes interleave. At most
+Each request gets a `Lane`. A lane runs its jobs in order (a request's
+steps depend on each other); different lanes interleave. At most
 `max_requests` lanes exist at once: opening one more raises `Busy`, which
 the handler turns into an `error` event. Closing a lane drops its pending
 jobs and discards the result of a job still running, so a client that
@@ -147,11 +148,6 @@ class Scheduler:
     def active_requests(self) -> int:
         with self._lock:
             return len(self._lanes)
-
-    @property
-    def queued_jobs(self) -> int:
-        with self._lock:
-            return sum(len(lane.jobs) for lane in self._lanes)
 
     def open_lane(self, label: str = "") -> Lane:
         """A lane for one request; raises Busy when `max_requests` are in progress."""
