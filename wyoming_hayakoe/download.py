@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from .store import DEFAULT_REPO, MissingModelFiles, download_patterns, find_bert, find_voice
+from .store import DEFAULT_REPO, download_patterns, missing_files
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -31,13 +31,13 @@ def download_voices(voices: Sequence[str], data_dir: Path, repo: str = DEFAULT_R
     try:
         snapshot_download(repo_id=repo, revision=revision, local_dir=data_dir, allow_patterns=patterns)
     except _download_errors() as err:
-        if not _hub_said_no(err) and _complete(voices, data_dir) is None:
+        if not _hub_said_no(err) and missing_files([data_dir], voices) is None:
             _LOGGER.warning("Could not check %s for updates (%s); the installed files are complete", repo, err)
             return
         raise DownloadFailed(
-            f"Could not download from the Hugging Face repo {repo}: {err}\n{_complete(voices, data_dir)}"
+            f"Could not download from the Hugging Face repo {repo}: {err}\n{missing_files([data_dir], voices)}"
         ) from err
-    missing = _complete(voices, data_dir)
+    missing = missing_files([data_dir], voices)
     if missing is not None:
         raise DownloadFailed(f"The repo {repo} (revision {revision or 'main'}) did not provide everything.\n{missing}")
 
@@ -64,20 +64,3 @@ def _hub_said_no(err: BaseException) -> bool:
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
 
     return isinstance(err, (RepositoryNotFoundError, RevisionNotFoundError, GatedRepoError))
-
-
-def _complete(voices: Sequence[str], data_dir: Path) -> MissingModelFiles | None:
-    """None when the BERT and every voice are complete in `data_dir`, else all that is missing."""
-    missing: list[str] = []
-    try:
-        find_bert([data_dir])
-    except MissingModelFiles as err:
-        missing += err.missing
-    for voice in voices:
-        try:
-            find_voice([data_dir], voice)
-        except MissingModelFiles as err:
-            missing += err.missing
-    if not missing:
-        return None
-    return MissingModelFiles("Model files", missing, [data_dir], voice=" --voice ".join(voices))

@@ -36,8 +36,17 @@ class InvalidVoiceName(ValueError):
 class MissingModelFiles(FileNotFoundError):
     """Model files are not on disk; the message says which and how to get them."""
 
-    def __init__(self, what: str, missing: Sequence[str], data_dirs: Sequence[Path], voice: str | None = None):
+    def __init__(
+        self,
+        what: str,
+        missing: Sequence[str],
+        data_dirs: Sequence[Path],
+        voice: str | None = None,
+        incomplete: Sequence[str] = (),
+    ):
+        """`incomplete`: the voices that lack files ('' for the shared BERT), where several were checked."""
         self.missing = list(missing)
+        self.incomplete = list(incomplete)
         target = data_dirs[0] if data_dirs else "DIR"
         hint = f"wyoming-hayakoe-download --voice {voice or 'VOICE'} --data-dir {target}"
         lines = "\n  ".join(self.missing)
@@ -126,6 +135,24 @@ def _absent(data_dirs: Sequence[Path], required: Sequence[str]) -> list[str]:
     """Those of `required` (hub paths) the first data dir lacks."""
     first = data_dirs[0] if data_dirs else None
     return [path for path in required if first is None or not (first / path).is_file()]
+
+
+def missing_files(data_dirs: Sequence[Path], voices: Sequence[str]) -> MissingModelFiles | None:
+    """None when the shared BERT and every one of `voices` are complete, else everything they lack."""
+    missing: list[str] = []
+    incomplete: list[str] = []
+    for name in ["", *voices]:  # '' is the shared BERT
+        try:
+            if name:
+                find_voice(data_dirs, name)
+            else:
+                find_bert(data_dirs)
+        except MissingModelFiles as err:
+            missing += err.missing
+            incomplete.append(name)
+    if not incomplete:
+        return None
+    return MissingModelFiles("Model files", missing, data_dirs, " --voice ".join(voices) or None, incomplete)
 
 
 def installed_voices(data_dirs: Iterable[Path]) -> list[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 
 # name -> (low, high): outside these the models produce noise or nothing.
 _BOUNDS = {
@@ -37,6 +37,3 @@ class SynthesisSettings:
             low, high = _BOUNDS[f.name]
             if not isinstance(value, (int, float)) or not low <= float(value) <= high:
                 raise InvalidSettings(f"{f.name} must be between {low} and {high}, got {value!r}")
-
-    def with_style(self, style: str) -> "SynthesisSettings":
-        return replace(self, style=style)

@@ -9,10 +9,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 from ..engine.settings import SynthesisSettings
-from ..store import DEFAULT_REPO, MissingModelFiles, check_voice_name, find_bert, find_voice, installed_voices
+from ..store import DEFAULT_REPO, check_voice_name, installed_voices, missing_files
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -49,21 +48,6 @@ class ServerConfig:
     cache_dir: Path | None = None  # models optimized for this machine; None: a temporary folder
 
 
-def _missing(data_dirs: Sequence[Path], voices: Sequence[str]) -> list[str]:
-    """Configured voices (or the BERT, reported as '') that are not on disk."""
-    missing = []
-    try:
-        find_bert(data_dirs)
-    except MissingModelFiles:
-        missing.append("")
-    for voice in voices:
-        try:
-            find_voice(data_dirs, voice)
-        except MissingModelFiles:
-            missing.append(voice)
-    return missing
-
-
 @dataclass(frozen=True)
 class VoiceSelection:
     """Where the models are and which voices to serve."""
@@ -84,10 +68,11 @@ def ensure_voices(config: ServerConfig) -> VoiceSelection:
     if config.download_dir is not None and config.download_dir not in data_dirs:
         data_dirs.append(config.download_dir)
     configured = list(dict.fromkeys(check_voice_name(v) for v in [config.voice, *config.load_voices] if v))
-    missing = _missing(data_dirs, configured)
-    if missing and configured:
+    absent = missing_files(data_dirs, configured)
+    missing = absent.incomplete if absent is not None else []
+    if absent is not None and configured:
         if not config.download:
-            raise StartupError(_missing_message(data_dirs, configured))
+            raise StartupError(str(absent))
         target = config.download_dir or data_dirs[0]
         wanted = [v for v in missing if v] or configured[:1]  # the BERT comes with any voice
         _LOGGER.info("Not installed: %s; downloading into %s", ", ".join(v or "the shared BERT" for v in missing), target)
@@ -108,13 +93,3 @@ def ensure_voices(config: ServerConfig) -> VoiceSelection:
     candidates = load or installed
     default = config.voice or (PREFERRED_DEFAULT_VOICE if PREFERRED_DEFAULT_VOICE in candidates else candidates[0])
     return VoiceSelection(data_dirs, default, load)
-
-
-def _missing_message(data_dirs: Sequence[Path], voices: Sequence[str]) -> str:
-    try:
-        find_bert(data_dirs)
-        for voice in voices:
-            find_voice(data_dirs, voice)
-    except MissingModelFiles as err:
-        return str(err)
-    return "Model files are missing"

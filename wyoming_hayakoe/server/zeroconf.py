@@ -108,10 +108,6 @@ class ZeroconfAdvertiser:
         )
         self._registered = False
 
-    @property
-    def service_name(self) -> str:
-        return self._info.name
-
     async def register(self) -> None:
         announced = await self._aiozc.async_register_service(self._info, allow_name_change=True)
         await announced
