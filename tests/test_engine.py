@@ -16,6 +16,7 @@ import soundfile
 from wyoming_hayakoe.engine.engine import Engine, UnknownVoice, bounded_sentences
 from wyoming_hayakoe.engine.pauses import MIN_PAUSE_SECONDS, gap_samples, trailing_silence
 from wyoming_hayakoe.engine.settings import InvalidSettings, SynthesisSettings
+from wyoming_hayakoe.engine.speech import synthesize
 from wyoming_hayakoe.engine.voice import DECODE_MAX_FRAMES, UnknownStyle, Voice, decode_plan
 from wyoming_hayakoe.runtime import ort
 from wyoming_hayakoe.runtime.models import Decoder
@@ -58,17 +59,17 @@ def test_later_sentences_are_decoded_in_few_even_slices(frames: int) -> None:
 def test_small_slices_only_when_little_audio_is_ahead_of_the_listener(engine: Engine) -> None:
     sentence = "明日の朝七時にアラームをセットしました。"
     hop = engine.voice(VOICE).config.hop_length
-    first = list(engine.synthesize(sentence, VOICE, QUIET))
+    first = list(synthesize(engine, sentence, VOICE, QUIET))
     assert len(first) >= 3 and len(first[0]) <= 12 * hop
     frames = sum(len(piece) for piece in first) // hop
     later = decode_plan(frames, quick_start=False)
     assert len(later) < len(decode_plan(frames))
     # After a long sentence, made faster than it plays, the next one needs no quick start...
-    both = list(engine.synthesize(sentence + sentence, VOICE, QUIET))
+    both = list(synthesize(engine, sentence + sentence, VOICE, QUIET))
     assert len(both) == len(first) + len(later)
     # ...after a short one (well under a second of audio) it does.
-    after_short = list(engine.synthesize("はい。" + sentence, VOICE, QUIET))
-    short = list(engine.synthesize("はい。", VOICE, QUIET))
+    after_short = list(synthesize(engine, "はい。" + sentence, VOICE, QUIET))
+    short = list(synthesize(engine, "はい。", VOICE, QUIET))
     assert sum(len(p) for p in short) < 0.8 * engine.voice(VOICE).sample_rate
     assert len(after_short) == len(short) + len(first)
 
@@ -91,13 +92,13 @@ def test_a_decoder_slower_than_playback_starts_quickly_only_once(engine: Engine,
     voice = engine.voice(VOICE)
     sentence = "はい、わかりました。"
     hop = voice.config.hop_length
-    frames = sum(len(piece) for piece in engine.synthesize(sentence, VOICE, QUIET)) // hop
+    frames = sum(len(piece) for piece in synthesize(engine, sentence, VOICE, QUIET)) // hop
     assert voice.decoder_keeps_up and len(decode_plan(frames)) > len(decode_plan(frames, quick_start=False))
     assert voice.models.decoder is not None
     slow = SlowerThanPlayback(voice.models.decoder, voice.sample_rate)
     monkeypatch.setattr(voice, "models", dataclasses.replace(voice.models, decoder=slow))
     monkeypatch.setattr(voice, "decode_factor", None)
-    pieces = list(engine.synthesize(sentence + sentence, VOICE, QUIET))
+    pieces = list(synthesize(engine, sentence + sentence, VOICE, QUIET))
     assert not voice.decoder_keeps_up
     assert len(pieces) == len(decode_plan(frames)) + len(decode_plan(frames, quick_start=False))
 
@@ -121,13 +122,13 @@ def test_chunked_decoding_equals_the_whole_model(engine: Engine, standin_dir: Pa
 
 
 def test_synthesize_yields_pcm_with_pauses(engine: Engine) -> None:
-    pieces = list(engine.synthesize("はい。そうです。", VOICE, QUIET))
+    pieces = list(synthesize(engine, "はい。そうです。", VOICE, QUIET))
     assert all(p.dtype == np.int16 for p in pieces)
     audio = np.concatenate(pieces)
     assert np.abs(audio).max() > 1000  # not silent
     assert np.abs(audio).max() < 32767  # not clipped
-    one = np.concatenate(list(engine.synthesize("はい。", VOICE, QUIET)))
-    two = np.concatenate(list(engine.synthesize("そうです。", VOICE, QUIET)))
+    one = np.concatenate(list(synthesize(engine, "はい。", VOICE, QUIET)))
+    two = np.concatenate(list(synthesize(engine, "そうです。", VOICE, QUIET)))
     rate = engine.voice(VOICE).sample_rate
     gap = len(audio) - len(one) - len(two)  # zeros added between the sentences
     assert gap >= 0
@@ -140,14 +141,14 @@ def test_synthesize_yields_pcm_with_pauses(engine: Engine) -> None:
 
 
 def test_empty_text_gives_no_audio(engine: Engine) -> None:
-    assert list(engine.synthesize("", VOICE)) == []
+    assert list(synthesize(engine, "", VOICE)) == []
 
 
 @pytest.mark.parametrize(
     ("call", "error"),
     [
-        (lambda e: list(e.synthesize("はい", "nobody")), UnknownVoice),
-        (lambda e: list(e.synthesize("はい", VOICE, SynthesisSettings(style="Sleepy"))), UnknownStyle),
+        (lambda e: list(synthesize(e, "はい", "nobody")), UnknownVoice),
+        (lambda e: list(synthesize(e, "はい", VOICE, SynthesisSettings(style="Sleepy"))), UnknownStyle),
         (lambda e: SynthesisSettings(length_scale=0), InvalidSettings),
         (lambda e: SynthesisSettings(sdp_ratio=float("nan")), InvalidSettings),
     ],

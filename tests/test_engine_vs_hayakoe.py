@@ -19,6 +19,7 @@ import pytest
 
 from wyoming_hayakoe.engine.engine import Engine
 from wyoming_hayakoe.engine.settings import SynthesisSettings
+from wyoming_hayakoe.engine.speech import synthesize
 from wyoming_hayakoe.engine.pauses import MIN_PAUSE_SECONDS
 
 hayakoe = pytest.importorskip("hayakoe", reason="hayakoe is the test oracle (installed by script/test)")
@@ -60,7 +61,7 @@ def engine(standin_dir: Path, model_cache: Path) -> Engine:
 
 
 def ours(engine: Engine, text: str, **settings) -> np.ndarray:
-    return np.concatenate(list(engine.synthesize(text, VOICE, SynthesisSettings(**QUIET, **settings))))
+    return np.concatenate(list(synthesize(engine, text, VOICE, SynthesisSettings(**QUIET, **settings))))
 
 
 @pytest.mark.parametrize("text", TEXTS)

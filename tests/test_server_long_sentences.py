@@ -12,7 +12,7 @@ from wyoming.event import Event
 from wyoming_hayakoe.engine.engine import MAX_SENTENCE_CHARS, Engine
 from wyoming_hayakoe.engine.settings import SynthesisSettings
 from wyoming_hayakoe.worker import Scheduler
-from wyoming_hayakoe.engine.speech import play
+from wyoming_hayakoe.engine.speech import Speech, play
 from wyoming_hayakoe.server.speech import AudioOut
 
 VOICE = "standin-a"
@@ -57,7 +57,7 @@ async def test_a_streamed_sentence_that_grows_when_rewritten_is_spoken_in_bounde
         if AudioChunk.is_type(event.type):
             chunks.append(AudioChunk.from_event(event).audio)
 
-    speech = engine.speech(VOICE, QUIET)
+    speech = Speech(engine, VOICE, QUIET)
     out = AudioOut(write, speech.voice.sample_rate, 1024)
     with scheduler.open_lane("test") as lane:
         async for sentence in arriving(["おはようございます。", raw]):

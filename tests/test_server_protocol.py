@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 
-import numpy as np
 import pytest
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient

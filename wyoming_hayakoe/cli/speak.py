@@ -164,7 +164,7 @@ class FileSink:
 def _synthesize(args: argparse.Namespace, text: str, keep_words: list[str], output: Output) -> int:
     from ..engine.engine import Engine, UnknownVoice
     from ..engine.settings import InvalidSettings
-    from ..engine.speech import play
+    from ..engine.speech import Speech, play
     from ..engine.voice import UnknownStyle, UnsupportedVoice
     from ..runtime.prepared import PreparationError
     from ..store import InvalidVoiceName, MissingModelFiles
@@ -175,7 +175,7 @@ def _synthesize(args: argparse.Namespace, text: str, keep_words: list[str], outp
         engine = Engine.load(
             args.data_dir, voices=[args.voice], threads=args.threads, keep_words=keep_words, cache_dir=cache_dir_from(args)
         )
-        speech = engine.speech(args.voice, settings)
+        speech = Speech(engine, args.voice, settings)
         asyncio.run(play(speech, speech.text(text), sink))
     except (MissingModelFiles, InvalidVoiceName, UnknownVoice, UnknownStyle, UnsupportedVoice, InvalidSettings,
             PreparationError) as err:

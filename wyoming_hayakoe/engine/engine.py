@@ -1,4 +1,4 @@
-"""The engine: text in, 16-bit PCM out, one sentence at a time."""
+"""The engine: the shared BERT and the voices, and the model work on one sentence at a time."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from ..text.readings import HomeAssistantReader
 from .bert import BertEncoder
 from .pauses import BoundaryPause
 from .settings import SynthesisSettings
-from .speech import Speech
 from .voice import Voice
 
 _LOGGER = logging.getLogger(__name__)
@@ -61,8 +60,8 @@ class Engine:
     """The shared BERT and the voices, loaded once; `synthesize` is then cheap to call.
 
     Built from its parts, or from data dirs with `Engine.load`: heavy work
-    (sessions, tokenizer) happens there and in `warm_up`, so the first
-    request pays no load cost.
+    (sessions, tokenizer) happens there and in `speech.warm_up`, so the first
+    request pays no load cost. `speech.Speech` speaks with it.
     """
 
     def __init__(self, bert: BertEncoder, voices: Iterable[Voice], reader: HomeAssistantReader | None = None) -> None:
@@ -108,12 +107,6 @@ class Engine:
         except KeyError:
             raise UnknownVoice(f"Unknown voice {name!r}; loaded: {', '.join(self.voices) or 'none'}") from None
 
-    def warm_up(self) -> None:
-        """Run every voice once so ORT's lazy initialisation happens before the first request."""
-        for voice in self.voices.values():
-            for _ in self.synthesize("準備。完了", voice.name, SynthesisSettings(style=voice.styles[0])):
-                pass
-
     def render_sentence(
         self, voice: Voice, sentence: str, settings: SynthesisSettings, quick_start: bool = True
     ) -> Iterator[np.ndarray]:
@@ -131,20 +124,12 @@ class Engine:
             durations, phonemes.phone_ids, sentences - 1, voice.config.hop_length, voice.sample_rate
         )
 
-    def synthesize(self, text: str, voice_name: str, settings: SynthesisSettings | None = None) -> Iterator[np.ndarray]:
-        """int16 audio of a whole text in pieces as they are decoded (see `Speech.text`)."""
-        return self.speech(voice_name, settings).text(text)
-
-    def speech(self, voice_name: str, settings: SynthesisSettings | None = None, label: str = "") -> Speech:
-        """A request's speech (checks voice and style up front)."""
-        return Speech(self, self.voice(voice_name), settings or SynthesisSettings(), label)
-
     def bounded(self, sentence: str) -> list[str]:
         """`sentence` in parts short enough for one pass of the models."""
         return bounded_sentences([sentence]) or [sentence]
 
     def plan(self, text: str) -> TextPlan:
-        """Rewrite and split `text` the way `synthesize` speaks it."""
+        """`text` rewritten and split the way a whole text is spoken."""
         text = self.reader.rewrite(text)
         sentences = split_sentences(text)
         if len(sentences) == 1:

@@ -16,18 +16,15 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Awaitable, Callable, Iterator, Protocol, TypeVar
+from typing import Awaitable, Callable, Iterator, Protocol, TypeVar
 
 import numpy as np
 
 from ..text import UnpronounceableText
 from ..text.sentences import has_speech
+from .engine import Engine
 from .pauses import BoundaryPause, gap_samples, trailing_silence
 from .settings import SynthesisSettings
-from .voice import Voice
-
-if TYPE_CHECKING:
-    from .engine import Engine
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -85,12 +82,15 @@ class Speech:
     over the previous and the current sentence, a window that spans the boundary.
     """
 
-    def __init__(self, engine: "Engine", voice: Voice, settings: SynthesisSettings, label: str = "") -> None:
-        voice.style_vector(settings.style, settings.style_weight)  # an unknown style fails here, up front
+    def __init__(
+        self, engine: Engine, voice_name: str, settings: SynthesisSettings | None = None, label: str = ""
+    ) -> None:
+        """Raises UnknownVoice or UnknownStyle up front, before any work is queued."""
+        self.voice = engine.voice(voice_name)
+        self.settings = settings or SynthesisSettings()
+        self.voice.style_vector(self.settings.style, self.settings.style_weight)
         self.engine = engine
-        self.voice = voice
-        self.settings = settings
-        self.label = label or voice.name
+        self.label = label or voice_name
         self.result = SpeechResult()
         self.created = time.monotonic()
         self._stream_rewrite = engine.reader.stream()
@@ -187,6 +187,18 @@ class Speech:
             window = self._previous_text + sentence
             pause = self.engine.boundary_pauses(self.voice, window, 2, self.settings).target(0)
         return gap_samples(trailing_silence(self._previous_audio, self.voice.sample_rate), pause, self.voice.sample_rate)
+
+
+def synthesize(engine: Engine, text: str, voice_name: str, settings: SynthesisSettings | None = None) -> Iterator[np.ndarray]:
+    """int16 audio of a whole text in pieces as they are decoded, right here (see `Speech.text`)."""
+    return Speech(engine, voice_name, settings).text(text)
+
+
+def warm_up(engine: Engine) -> None:
+    """Run every voice once so ONNX Runtime's lazy initialisation happens before the first request."""
+    for voice in engine.voices.values():
+        for _ in synthesize(engine, "準備。完了", voice.name, SynthesisSettings(style=voice.styles[0])):
+            pass
 
 
 def to_pcm16(audio: np.ndarray) -> np.ndarray:

@@ -9,6 +9,7 @@ import time
 from functools import partial
 
 from ..engine.engine import Engine
+from ..engine.speech import warm_up
 from ..runtime.prepared import PreparationError
 from ..engine.settings import SynthesisSettings
 from ..store import MissingModelFiles
@@ -54,7 +55,7 @@ def load_engine(config: ServerConfig, selection: VoiceSelection) -> tuple[Engine
             f"styles: {', '.join(engine.voices[default_voice].styles)}"
         )
     if config.warm_up:
-        engine.warm_up()
+        warm_up(engine)
     _LOGGER.info(
         "Ready in %.1f s: %d voice(s), default %s; %s",
         time.monotonic() - started,

@@ -400,7 +400,7 @@ class HayakoeHandler:
 
     async def _speak_text(self, lane: Lane, label: str, text: str, voice_name: str, settings: SynthesisSettings) -> None:
         engine = self.service.engine
-        speech = engine.speech(voice_name, settings, label)
+        speech = Speech(engine, voice_name, settings, label)
         out = AudioOut(self.write_event, speech.voice.sample_rate, self.service.options.samples_per_chunk)
         try:
             await play(speech, speech.text(text), out, lane.run)
@@ -433,7 +433,7 @@ class HayakoeHandler:
         try:
             voice_name, settings = service.settings_for(_voice_of(event.data))
             stream.voice = f"{voice_name}/{settings.style}"
-            stream.speech = service.engine.speech(voice_name, settings, label)
+            stream.speech = Speech(service.engine, voice_name, settings, label)
             stream.lane = service.open_lane(label)
             self._lanes.add(stream.lane)
         except RequestError as err:
