@@ -77,7 +77,7 @@ def default_cache_dir() -> Path:
     return Path(base) / "wyoming-hayakoe"
 
 
-def add_cache_dir_argument(parser: argparse.ArgumentParser) -> None:
+def add_cache_dir_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """--cache-dir, default None: resolve it with `cache_dir_from` after parsing.
 
     The default location is only looked up then, so that a missing home

@@ -120,6 +120,8 @@ class Engine:
             return BoundaryPause()
         phonemes = voice.frontend.phonemize(text)
         durations = voice.predict_durations(phonemes, self.bert.features(phonemes), settings)
+        if durations is None:
+            return BoundaryPause()
         return BoundaryPause.from_durations(
             durations, phonemes.phone_ids, sentences - 1, voice.config.hop_length, voice.sample_rate
         )
