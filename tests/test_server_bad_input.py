@@ -177,23 +177,43 @@ async def test_huge_text_is_discarded_without_buffering(raw):
         b'{"type": "synthesize-chunk", "data": {"text": "a"}}\n',
         b"\xff\xfe\n",
         b'{"type": "' + b"x" * 100_000 + b'"}\n',
+        b"[" * 60_000 + b"\n",  # deeper than Python's json can go
+        b'{"type": "synthesize", "data": ' + b'{"a":' * 9_000 + b"1" + b"}" * 9_001 + b"\n",
+        b'{"type": "synthesize", "data_length": ' + b"9" * 50_000 + b"}\n",  # over Python's int digit limit
+        b'{"type": "synthesize", "data_length": 1e999}\n',
+        b'{"type": "synthesize", "data_length": NaN}\n',
+        b'{"type": "synthesize", "data_length": 2.0}\n',
+        b'{"type": "synthesize", "payload_length": "5"}\n',
+        b'{"type": "synthesize", "data": {"text": NaN}}\n',
+        b'{"type": "synthesize", "data": {"text": "a", "voice": {"speaker": []}}}\n',
+        b'{"type": ["synthesize"]}\n',
     ],
 )
-async def test_malformed_events_get_bad_request(raw, line):
+async def test_malformed_events_get_bad_request(server, raw, line):
+    mark = len(server.lines)
     await raw.send(line)
     error = await raw.error()
     assert error.code == "bad-request" and error.text
     await raw.still_works()
+    assert "Traceback" not in "\n".join(server.lines[mark:])
 
 
-async def test_data_block_that_is_not_a_json_object(raw):
-    body = b'["not", "an", "object"]'
-    await raw.send(json.dumps({"type": "synthesize", "data_length": len(body)}).encode() + b"\n" + body)
-    assert (await raw.error()).code == "bad-request"
-    body = b"{broken"
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'["not", "an", "object"]',
+        b"{broken",
+        b"[" * 200_000,  # deeper than Python's json can go
+        b'{"text": ' + b"1" * 100_000 + b"}",  # over Python's int digit limit
+        b'{"text": "a", "text": 5}',  # duplicate keys: the last one counts, as in every JSON reader
+    ],
+)
+async def test_data_block_that_is_not_a_usable_object(server, raw, body):
+    mark = len(server.lines)
     await raw.send(json.dumps({"type": "synthesize", "data_length": len(body)}).encode() + b"\n" + body)
     assert (await raw.error()).code == "bad-request"
     await raw.still_works()
+    assert "Traceback" not in "\n".join(server.lines[mark:])
 
 
 async def test_unknown_events_are_ignored(raw):
