@@ -268,7 +268,22 @@ async def test_stream_over_the_limit_errors_once_then_stops(raw):
     types = [e.type for e in events]
     assert types.count("error") == 1 and types[-1] == "synthesize-stopped"
     assert Error.from_event(events[types.index("error")]).code == "text-too-long"
-    assert "audio-stop" not in types  # the answer is the error, not audio
+    assert types.count("audio-stop") == types.count("audio-start") <= 1  # audio begun is ended
+    await raw.still_works()
+
+
+async def test_stream_over_the_limit_mid_audio_ends_its_audio(raw):
+    """Audio already flowing: error, then audio-stop, then synthesize-stopped."""
+    await raw.event(SynthesizeStart().event())
+    await raw.event(SynthesizeChunk(text="こんにちは。今日は良い天気ですね。").event())
+    assert (await raw.read()).type == "audio-start"
+    await raw.event(SynthesizeChunk(text="あ" * MAX_TEXT).event())
+    await raw.event(SynthesizeStop().event())
+    events = await raw.read_until("synthesize-stopped")
+    types = [e.type for e in events]
+    assert types[-3:] == ["error", "audio-stop", "synthesize-stopped"], types
+    assert set(types[:-3]) <= {"audio-chunk"}
+    assert Error.from_event(events[-3]).code == "text-too-long"
     await raw.still_works()
 
 

@@ -47,7 +47,7 @@ from .events import BadEvent, read_event
 from .info import StyleNotAvailable, VoiceCard, VoiceNotAvailable, build_info, resolve_voice
 from .scheduler import Busy, Lane, LaneClosed, Scheduler, SchedulerClosed
 from .sentence_stream import SentenceStream
-from .speech import AudioOut, WholeTextPauses, speak_sentences
+from .speech import AudioOut, SpeechResult, WholeTextPauses, speak_sentences
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -320,7 +320,7 @@ class HayakoeHandler:
             except Exception:  # a bug: log it, tell the client, keep the server up
                 _LOGGER.exception("%s: response failed", self.peer)
                 try:
-                    await self.write_event(RequestError(Codes.INTERNAL, "Internal server error (see the server log)").event())
+                    await self.write_event(_internal_error().event())
                 except (ConnectionError, OSError):
                     pass
             finally:
@@ -340,6 +340,31 @@ class HayakoeHandler:
             await self.write_event(event)
 
         self._respond(send)
+
+    async def _end(self, label: str, out: AudioOut | None, error: RequestError | None, stream: _Stream | None = None) -> None:
+        """How every synthesis request ends: its last events, always in this order.
+
+        1. `error`, if the request failed. It goes out *before* the
+           `audio-stop` of audio already begun: a non-streaming client stops
+           reading at the first `audio-stop` (HA, wyoming-bench, the HTTP
+           gateway), so an error sent after it would never be seen; clients
+           that ignore errors (HA up to 2026.2) still find the audio-stop.
+        2. `audio-stop`, whenever `audio-start` went out, and for a request
+           that succeeded without a sound (a valid, empty answer).
+        3. For a stream: `synthesize-stopped`, once the client has ended its
+           text with synthesize-stop.
+        """
+        if error is not None:
+            _LOGGER.info("%s: error %s: %s", label, error.code, error.text)
+            await self.write_event(error.event())
+        if out is not None and (out.started or error is None):
+            await out.stop()
+        if stream is not None:
+            while not stream.queue.empty() or self._stream is stream:
+                # The rest of a failed stream: wait for its synthesize-stop.
+                if await stream.queue.get() is _END:
+                    break
+            await self.write_event(SynthesizeStopped().event())
 
     # -- events ------------------------------------------------------------------
 
@@ -403,32 +428,27 @@ class HayakoeHandler:
         engine = self.service.engine
         utterance = engine.utterance(voice_name, settings)
         out = AudioOut(self.write_event, utterance.voice.sample_rate, self.service.options.samples_per_chunk)
+        error: RequestError | None = None
+        result: SpeechResult | None = None
         try:
             plan = await lane.run(lambda: engine.plan(text))
-            if not has_speech(plan.text):
-                error = RequestError(Codes.UNPRONOUNCEABLE, "Nothing in the text can be read aloud (no letters, kana, kanji or digits)")
-                _LOGGER.info("%s: error %s: %s", label, error.code, error.text)
-                await self.write_event(error.event())
-                return
-            pauses = WholeTextPauses(engine, utterance, plan)
-            result = await speak_sentences(
-                lane, out, utterance, plan.sentences, label, pause_before=pauses.before,
-                clock=lambda: time.monotonic() - started,
-            )
+            if has_speech(plan.text):
+                pauses = WholeTextPauses(engine, utterance, plan)
+                result = await speak_sentences(
+                    lane, out, utterance, plan.sentences, label, pause_before=pauses.before,
+                    clock=lambda: time.monotonic() - started,
+                )
+            error = _nothing_spoken(out, result)
         except LaneClosed:
             return  # client gone or server stopping: nobody to answer
-        if not out.started:
-            reason = result.skipped[0] if result.skipped else "nothing is left after removing markup and symbols"
-            error = RequestError(Codes.UNPRONOUNCEABLE, f"Nothing in the text can be read aloud ({reason})")
-            _LOGGER.info("%s: error %s: %s", label, error.code, error.text)
-            await self.write_event(error.event())
-            return
-        await out.stop()
-        _LOGGER.info(
-            "%s: %s/%s, %d chars, %d sentences → %.2f s audio in %.2f s (first audio after %.2f s)",
-            label, voice_name, settings.style, len(text), result.sentences, out.seconds,
-            time.monotonic() - started, result.first_audio or 0.0,
-        )
+        except (ConnectionError, OSError):
+            raise  # the client is gone (handled by the caller)
+        except Exception:  # a bug: answer, and still end the request properly
+            _LOGGER.exception("%s: synthesis failed", label)
+            error = _internal_error()
+        await self._end(label, out, error)
+        if result is not None and error is None:
+            _log_done(label, f"{voice_name}/{settings.style}", len(text), result, out, started)
 
     # streaming -------------------------------------------------------------------
 
@@ -480,7 +500,7 @@ class HayakoeHandler:
         started = time.monotonic()
         error: RequestError | None = None
         out: AudioOut | None = None
-        result = None
+        result: SpeechResult | None = None
         if stream.failed or stream.utterance is None or stream.lane is None:
             error = await stream.error()
         else:
@@ -491,6 +511,8 @@ class HayakoeHandler:
                     stream.lane, out, utterance, stream.sentences(), stream.label,
                     rewrite=self.service.engine.reader.stream(), clock=lambda: time.monotonic() - started,
                 )
+                if result.skipped or result.unspeakable:
+                    error = _nothing_spoken(out, result)
             except _StreamFailed as failed:
                 error = failed.error
             except LaneClosed:
@@ -501,24 +523,33 @@ class HayakoeHandler:
                 raise  # the client is gone (handled by the caller)
             except Exception:  # a bug: answer, and still end the stream properly
                 _LOGGER.exception("%s: synthesis failed", stream.label)
-                stream.fail(RequestError(Codes.INTERNAL, "Internal server error (see the server log)"))
+                stream.fail(_internal_error())
                 error = await stream.error()
-            if error is None and result is not None and not out.started and (result.skipped or result.unspeakable):
-                reason = result.skipped[0] if result.skipped else "no letters, kana, kanji or digits"
-                error = RequestError(Codes.UNPRONOUNCEABLE, f"Nothing in the text can be read aloud ({reason})")
-        if error is not None:
-            await self.write_event(error.event())
-            _LOGGER.info("%s: error %s: %s", stream.label, error.code, error.text)
-        else:
-            assert out is not None and result is not None
-            await out.stop()  # with no text at all: a valid, empty answer
-            _LOGGER.info(
-                "%s: %s, %d chars, %d sentences → %.2f s audio in %.2f s (first audio after %.2f s)",
-                stream.label, stream.voice, stream.length, result.sentences, out.seconds,
-                time.monotonic() - started, result.first_audio or 0.0,
-            )
-        while not stream.queue.empty() or self._stream is stream:
-            # The rest of a failed stream: wait for its synthesize-stop.
-            if await stream.queue.get() is _END:
-                break
-        await self.write_event(SynthesizeStopped().event())
+        await self._end(stream.label, out, error, stream)
+        if out is not None and result is not None and error is None:
+            _log_done(stream.label, stream.voice, stream.length, result, out, started)
+
+
+def _nothing_spoken(out: AudioOut, result: SpeechResult | None) -> RequestError | None:
+    """The error for a request that made no sound at all (None if it did)."""
+    if out.started:
+        return None
+    if result is not None and result.skipped:
+        reason = result.skipped[0]
+    elif result is None or result.unspeakable:
+        reason = "no letters, kana, kanji or digits"
+    else:
+        reason = "nothing is left after removing markup and symbols"
+    return RequestError(Codes.UNPRONOUNCEABLE, f"Nothing in the text can be read aloud ({reason})")
+
+
+def _internal_error() -> RequestError:
+    return RequestError(Codes.INTERNAL, "Internal server error (see the server log)")
+
+
+def _log_done(label: str, voice: str, chars: int, result: SpeechResult, out: AudioOut, started: float) -> None:
+    _LOGGER.info(
+        "%s: %s, %d chars, %d sentences → %.2f s audio in %.2f s (first audio after %.2f s)",
+        label, voice, chars, result.sentences, out.seconds,
+        time.monotonic() - started, result.first_audio or 0.0,
+    )
