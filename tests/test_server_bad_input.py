@@ -77,11 +77,12 @@ async def raw(server):
 
 
 async def expect_error(server, code: str, text: str, voice: str | None = None, speaker: str | None = None) -> str:
-    with pytest.raises(ha.WyomingServiceError) as caught:
-        await ha.synthesize(server.host, server.port, text, voice=voice, speaker=speaker)
-    assert caught.value.code == code, caught.value
-    assert caught.value.text
-    return caught.value.text
+    """The error, and an end HA up to 2026.2 notices although it ignores the error: the connection closes."""
+    result = await ha.synthesize(server.host, server.port, text, voice=voice, speaker=speaker, timeout=15)
+    assert [e.code for e in result.errors] == [code], result.errors
+    assert result.ended_by == "eof" and not result.audio
+    assert result.error.text
+    return result.error.text
 
 
 # -- through HA's client ---------------------------------------------------------------
@@ -128,7 +129,7 @@ async def test_text_over_the_limit(server):
     assert str(MAX_TEXT) in message
 
 
-@pytest.mark.parametrize("text", ["🙂🙂🙂", "!!!???", "＊＊＊", "♪"])
+@pytest.mark.parametrize("text", ["🙂🙂🙂", "!!!???", "＊＊＊", "♪", "。。。"])
 async def test_text_with_nothing_speakable(server, text):
     await expect_error(server, "unpronounceable", text)
 
@@ -141,24 +142,25 @@ async def test_one_unspeakable_sentence_is_skipped(server):
 # -- raw events on one connection ---------------------------------------------------------
 
 
-async def test_errors_leave_the_connection_working(raw):
-    for text, voice, code in [
+@pytest.mark.parametrize(
+    "text,voice,code",
+    [
         ("", None, "empty-text"),
         ("はい。", "nobody", "unknown-voice"),
         ("はい。", "../x", "invalid-voice-name"),
         ("あ" * (MAX_TEXT + 1), None, "text-too-long"),
+        ("あ" * 1_000_000, None, "text-too-long"),  # over the data block limit: read and thrown away
         ("🙂", None, "unpronounceable"),
-    ]:
-        await raw.event(Synthesize(text=text, voice=SynthesizeVoice(name=voice) if voice else None).event())
-        assert (await raw.error()).code == code
-    await raw.still_works()
-
-
-async def test_huge_text_is_discarded_without_buffering(raw):
-    # 3 MB of text in one event: read and thrown away, answered, connection fine.
-    await raw.event(Synthesize(text="あ" * 1_000_000).event())
-    assert (await raw.error()).code == "text-too-long"
-    await raw.still_works()
+    ],
+)
+async def test_a_failed_synthesize_ends_with_its_connection(server, raw, text, voice, code):
+    """A client that ignores `error` (HA up to 2026.2) must see its exchange end: the server hangs up."""
+    await raw.event(Synthesize(text=text, voice=SynthesizeVoice(name=voice) if voice else None).event())
+    await raw.event(Describe().event())  # sent after the failed request: not answered
+    assert (await raw.error()).code == code
+    assert await asyncio.wait_for(async_read_event(raw.reader), 10) is None
+    result = await ha.synthesize(server.host, server.port, "はい。")  # the server goes on serving
+    assert result.ended_by == "audio-stop" and not result.errors
 
 
 @pytest.mark.parametrize(

@@ -2,19 +2,21 @@
 
     describe                      → info
     ping                          → pong
-    synthesize {text, voice?}     → audio-start, audio-chunk…, audio-stop   (or error)
+    synthesize {text, voice?}     → audio-start, audio-chunk…, audio-stop
+                                    (or error, then the connection closes)
     synthesize-start {voice?}     ┐
     synthesize-chunk {text} …     │ → audio-start, audio-chunk… as sentences complete,
     synthesize {text}  (ignored)  │   audio-stop, synthesize-stopped
-    synthesize-stop               ┘   (an error, if any, comes before synthesize-stopped)
+    synthesize-stop               ┘   (an error, if any, comes before both)
     select-program, other events  → ignored, as the protocol asks
 
 Reading never waits for synthesis: each request gets a response task, and
 the reader keeps taking events (so streamed text is segmented while earlier
 sentences are being spoken, and a vanished client is noticed at once).
-Responses on one connection are written in request order. Each request is
-answered by exactly one of: its audio, or an `error` event with a stable
-`code`; a stream additionally always ends with `synthesize-stopped`.
+Responses on one connection are written in request order. Every synthesis
+request ends in `HayakoeHandler._end`: an `error` event with a stable `code`
+if it failed, `audio-stop` for audio begun, `synthesize-stopped` last for a
+stream. Malformed events get error `bad-request` and the connection stays.
 """
 
 from __future__ import annotations
@@ -161,6 +163,10 @@ def _text_of(data: dict, event_type: str) -> str:
 _END = object()
 
 
+class _StopReading(Exception):
+    """Set on a connection's reader to make it stop taking events."""
+
+
 class _StreamFailed(Exception):
     def __init__(self, error: "RequestError") -> None:
         super().__init__(error.text)
@@ -247,6 +253,8 @@ class HayakoeHandler:
             while self._running:
                 try:
                     item = await read_event(self.reader, options.max_data_bytes, 1 << 20)
+                except _StopReading:
+                    break
                 except (ConnectionError, OSError):
                     gone = True
                     break
@@ -309,12 +317,7 @@ class HayakoeHandler:
                 await respond()
             except (ConnectionError, OSError) as err:
                 _LOGGER.info("%s: client gone (%s); dropping its work", self.peer, err)
-                self._running = False
-                self.reader.feed_eof()
-                current = asyncio.current_task()
-                for task in list(self._tasks):
-                    if task is not current:
-                        task.cancel()
+                self._hang_up()
             except asyncio.CancelledError:
                 raise
             except Exception:  # a bug: log it, tell the client, keep the server up
@@ -332,6 +335,23 @@ class HayakoeHandler:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         self._tail = task
+
+    def _hang_up(self) -> None:
+        """Close the connection after the current response; the requests after it are dropped."""
+        self._running = False
+        self.reader.set_exception(_StopReading())  # unlike feed_eof, safe while data still arrives
+        current = asyncio.current_task()
+        for task in list(self._tasks):
+            if task is not current:
+                task.cancel()
+        try:
+            self.writer.close()  # what is written goes out first
+        except (ConnectionError, OSError, RuntimeError):
+            pass
+
+    def _fail(self, label: str, error: RequestError) -> None:
+        """Answer a plain synthesize that cannot even start."""
+        self._respond(lambda: self._end(label, None, error))
 
     def _reply(self, event: Event) -> None:
         """A one-event answer, in order with the other responses."""
@@ -353,6 +373,13 @@ class HayakoeHandler:
            that succeeded without a sound (a valid, empty answer).
         3. For a stream: `synthesize-stopped`, once the client has ended its
            text with synthesize-stop.
+
+        After the error of a plain synthesize the connection is closed (not
+        for stdio, whose end would stop the server). Home Assistant up to
+        2026.2 ignores `error` and waits, with no timeout, for audio-stop or
+        the end of the connection; the end is what every version notices
+        ("no audio"), and what wyoming-piper's failing handler gives too.
+        A stream needs no hang-up: synthesize-stopped ends every version's read.
         """
         if error is not None:
             _LOGGER.info("%s: error %s: %s", label, error.code, error.text)
@@ -365,6 +392,8 @@ class HayakoeHandler:
                 if await stream.queue.get() is _END:
                     break
             await self.write_event(SynthesizeStopped().event())
+        elif error is not None and not self.finish_on_eof:
+            self._hang_up()
 
     # -- events ------------------------------------------------------------------
 
@@ -380,8 +409,10 @@ class HayakoeHandler:
             error = RequestError(Codes.BAD_REQUEST, bad.text)
         if stream is not None and bad.type in ("synthesize-chunk", "synthesize-stop", "synthesize-start"):
             stream.fail(error)
-            return
-        self._reply(error.event())
+        elif error.code == Codes.TEXT_TOO_LONG and bad.type == "synthesize":
+            self._fail(self._next_label("synthesize"), error)  # a real request (HA sends long texts)
+        else:
+            self._reply(error.event())
 
     def _on_event(self, event: Event) -> None:
         _LOGGER.debug("%s → %s", self.peer, event.type)
@@ -413,13 +444,18 @@ class HayakoeHandler:
         if self._stream is not None:
             return  # the full text HA sends inside a stream, for old servers: ignored
         service = self.service
-        text = _text_of(event.data, "synthesize")
-        voice_name, settings = service.settings_for(_voice_of(event.data))
-        service.check_length(len(text))
-        if not text.strip():
-            raise RequestError(Codes.EMPTY_TEXT, "Text is empty: nothing to say")
+        text = _text_of(event.data, "synthesize")  # malformed: bad-request, the connection stays
+        voice = _voice_of(event.data)
         label = self._next_label("synthesize")
-        lane = service.open_lane(label)
+        try:
+            voice_name, settings = service.settings_for(voice)
+            service.check_length(len(text))
+            if not text.strip():
+                raise RequestError(Codes.EMPTY_TEXT, "Text is empty: nothing to say")
+            lane = service.open_lane(label)
+        except RequestError as err:
+            self._fail(label, err)
+            return
         self._lanes.add(lane)
         self._respond(lambda: self._speak_text(lane, label, text, voice_name, settings), lane)
 
