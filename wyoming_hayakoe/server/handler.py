@@ -12,7 +12,7 @@
 
 Reading never waits for synthesis: each request gets a response task, and
 the reader keeps taking events (so streamed text is segmented while earlier
-sentences are being spoken, and a vanished client is noticed at once).
+sentences are being spoken, and a reset connection is noticed at once).
 Responses on one connection are written in request order. Every synthesis
 request ends in `HayakoeHandler._end`: an `error` event with a stable `code`
 if it failed, `audio-stop` for audio begun, `synthesize-stopped` last for a
@@ -227,12 +227,10 @@ class HayakoeHandler:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         peer: str = "",
-        finish_on_eof: bool = False,
+        stdio: bool = False,
     ) -> None:
         self.service = service
-        # stdio: end of input is how a client says it is done, and answers are
-        # still wanted. A socket: a client that closes has gone away.
-        self.finish_on_eof = finish_on_eof
+        self.stdio = stdio  # the one connection: closing it would end the server
         self.reader = reader
         self.writer = writer
         self.peer = peer or "client"
@@ -268,15 +266,15 @@ class HayakoeHandler:
                 except RequestError as err:
                     _LOGGER.info("%s: %s → error %s: %s", self.peer, item.type, err.code, err.text)
                     self._reply(err.event())
-            if self._running and not gone and self._tail is not None:
-                if not self.finish_on_eof:
-                    # The client closed its end: drop its synthesis work at once.
-                    # Quick answers (info, errors) still go out, for half-closed
-                    # sockets such as `nc` in a health check.
-                    for lane in list(self._lanes):
-                        lane.close()
-                if self._stream is None:
-                    await asyncio.wait([self._tail], timeout=None if self.finish_on_eof else 10)
+            if not gone and self._tail is not None:
+                # End of input: stdin closed, or a socket shut for writing only
+                # (`… | nc`); the answers are still wanted. A client that is
+                # really gone shows when writing to it fails, which drops its work.
+                if self._stream is not None:
+                    self._end_stream_input(
+                        RequestError(Codes.BAD_REQUEST, "The input ended inside a stream, before synthesize-stop")
+                    )
+                await asyncio.wait([self._tail])
         finally:
             await self._close()
 
@@ -392,7 +390,7 @@ class HayakoeHandler:
                 if await stream.queue.get() is _END:
                     break
             await self.write_event(SynthesizeStopped().event())
-        elif error is not None and not self.finish_on_eof:
+        elif error is not None and not self.stdio:
             self._hang_up()
 
     # -- events ------------------------------------------------------------------
@@ -531,6 +529,12 @@ class HayakoeHandler:
         if not stream.failed:
             stream.add(stream.segmenter.finish())
         stream.queue.put_nowait(_END)
+
+    def _end_stream_input(self, error: RequestError) -> None:
+        """No more text will come for the open stream: it fails with `error`."""
+        assert self._stream is not None
+        self._stream.fail(error)
+        self._on_synthesize_stop()
 
     async def _stream_out(self, stream: _Stream) -> None:
         started = time.monotonic()

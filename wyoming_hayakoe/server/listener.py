@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 
 _LOGGER = logging.getLogger(__name__)
 
-#: Called with (reader, writer, peer, finish_on_eof) and returns an object with `run()` and `stop()` coroutines.
+#: Called with (reader, writer, peer, stdio) and returns an object with `run()` and `stop()` coroutines.
 HandlerFactory = Callable[[asyncio.StreamReader, asyncio.StreamWriter, str], object]
 
 
@@ -70,7 +70,7 @@ class Listener:
         transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, stdout)
         writer = asyncio.StreamWriter(transport, protocol, None, loop)
         self._stdio_done = asyncio.Event()
-        self._accept(factory, reader, writer, peer="stdio", finish_on_eof=True)
+        self._accept(factory, reader, writer, peer="stdio", stdio=True)
 
     def _accept(
         self,
@@ -78,7 +78,7 @@ class Listener:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         peer: str = "",
-        finish_on_eof: bool = False,
+        stdio: bool = False,
     ) -> None:
         if not peer:
             name = writer.get_extra_info("peername")
@@ -92,7 +92,7 @@ class Listener:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # small events, sent at once
             except OSError:
                 pass
-        handler = factory(reader, writer, peer, finish_on_eof)
+        handler = factory(reader, writer, peer, stdio)
         task = asyncio.create_task(handler.run(), name=f"connection {peer}")
         self._handlers[task] = handler
         task.add_done_callback(self._finished)
