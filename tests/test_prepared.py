@@ -56,7 +56,7 @@ def test_second_prepare_reuses_the_entry_without_a_child(model: Path, tmp_path: 
     def no_child(*args, **kwargs):
         raise AssertionError("a cached model was optimized again")
 
-    monkeypatch.setattr(subprocess, "run", no_child)
+    monkeypatch.setattr(subprocess, "Popen", no_child)
     again = ModelCache(tmp_path / "cache").prepare(model)
     assert again == first
 
@@ -199,10 +199,12 @@ def test_servers_starting_together_optimize_once(model: Path, tmp_path: Path) ->
 
 
 def test_a_killed_optimizer_is_reported_as_such(model: Path, tmp_path: Path, monkeypatch) -> None:
-    def killed(command, **kwargs):
-        return subprocess.CompletedProcess(command, -9, "", "")
+    popen = subprocess.Popen
 
-    monkeypatch.setattr(subprocess, "run", killed)
+    def killed(command, **kwargs):  # an optimizer the kernel kills, as when memory runs out
+        return popen([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"], **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", killed)
     with pytest.raises(PreparationError, match="killed by SIGKILL.*out of memory"):
         ModelCache(tmp_path / "cache").prepare(model)
 

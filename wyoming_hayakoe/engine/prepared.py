@@ -149,11 +149,7 @@ class ModelCache:
         work = Path(tempfile.mkdtemp(prefix=BUILDING, dir=self.folder))
         try:
             command = [sys.executable, "-m", __name__, str(source.absolute()), str(work.absolute())]
-            # Run from the folder holding this package, so the child imports this very code.
-            done = subprocess.run(
-                command + (["--split"] if split else []),
-                capture_output=True, text=True, errors="replace", check=False, cwd=_PACKAGE_ROOT,
-            )
+            done = _run_child(command + (["--split"] if split else []))
             if done.returncode != 0:
                 raise PreparationError(f"Could not optimize {source}: {_failure(done)}")
             work.rename(entry)
@@ -174,6 +170,26 @@ class ModelCache:
                     shutil.rmtree(entry, ignore_errors=True)
             except (OSError, ValueError):
                 continue
+
+
+def _run_child(command: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run the optimizer; if anything interrupts the wait (the server's SIGTERM or SIGINT
+    handler raises), the child is stopped before the exception goes on, so it never
+    outlives the server and its work folder can be removed."""
+    # Run from the folder holding this package, so the child imports this very code.
+    with subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace", cwd=_PACKAGE_ROOT
+    ) as child:  # leaving the block waits for the child
+        try:
+            _, stderr = child.communicate()
+        except BaseException:
+            child.terminate()
+            try:
+                child.wait(5)
+            except subprocess.TimeoutExpired:
+                child.kill()
+            raise
+    return subprocess.CompletedProcess(command, child.returncode, None, stderr)
 
 
 def _failure(done: subprocess.CompletedProcess[str]) -> str:

@@ -163,10 +163,6 @@ def _text_of(data: dict, event_type: str) -> str:
 _END = object()
 
 
-class _StopReading(Exception):
-    """Set on a connection's reader to make it stop taking events."""
-
-
 class _StreamFailed(Exception):
     def __init__(self, error: "RequestError") -> None:
         super().__init__(error.text)
@@ -239,6 +235,7 @@ class HayakoeHandler:
         self._stream: _Stream | None = None
         self._requests = 0
         self._running = True
+        self._read: asyncio.Future | None = None  # the event being read
         self._lanes: set[Lane] = set()
 
     # -- connection --------------------------------------------------------------
@@ -249,10 +246,12 @@ class HayakoeHandler:
         gone = False
         try:
             while self._running:
+                self._read = asyncio.ensure_future(read_event(self.reader, options.max_data_bytes, 1 << 20))
+                await asyncio.wait([self._read])
+                if self._read.cancelled() or not self._running:
+                    break  # `_stop_reading`
                 try:
-                    item = await read_event(self.reader, options.max_data_bytes, 1 << 20)
-                except _StopReading:
-                    break
+                    item = self._read.result()
                 except (ConnectionError, OSError):
                     gone = True
                     break
@@ -279,14 +278,19 @@ class HayakoeHandler:
             await self._close()
 
     async def stop(self) -> None:
-        """Server shutdown: stop reading and cancel this connection's work."""
-        self._running = False
-        self.reader.feed_eof()
-        for task in list(self._tasks):
-            task.cancel()
+        """Server shutdown: stop reading; requests in progress end with error shutting-down.
+
+        Closing their lanes makes each one's next step raise LaneClosed, which
+        it answers through `_end`; `run` then closes the connection.
+        """
+        self._stop_reading()
+        if self._stream is not None:
+            self._end_stream_input(_shutting_down())
+        for lane in list(self._lanes):
+            lane.close()
 
     async def _close(self) -> None:
-        self._running = False
+        self._stop_reading()
         if self._stream is not None:  # a stream that can never be completed
             self._stream.fail(RequestError(Codes.BAD_REQUEST, "connection closed"))
             self._stream = None
@@ -334,10 +338,15 @@ class HayakoeHandler:
         task.add_done_callback(self._tasks.discard)
         self._tail = task
 
+    def _stop_reading(self) -> None:
+        """Take no more events (the read in progress is dropped; the writer stays usable)."""
+        self._running = False
+        if self._read is not None:
+            self._read.cancel()
+
     def _hang_up(self) -> None:
         """Close the connection after the current response; the requests after it are dropped."""
-        self._running = False
-        self.reader.set_exception(_StopReading())  # unlike feed_eof, safe while data still arrives
+        self._stop_reading()
         current = asyncio.current_task()
         for task in list(self._tasks):
             if task is not current:
@@ -473,8 +482,8 @@ class HayakoeHandler:
                     clock=lambda: time.monotonic() - started,
                 )
             error = _nothing_spoken(out, result)
-        except LaneClosed:
-            return  # client gone or server stopping: nobody to answer
+        except LaneClosed:  # only `stop` closes the lane of a running synthesize
+            error = _shutting_down()
         except (ConnectionError, OSError):
             raise  # the client is gone (handled by the caller)
         except Exception:  # a bug: answer, and still end the request properly
@@ -555,10 +564,8 @@ class HayakoeHandler:
                     error = _nothing_spoken(out, result)
             except _StreamFailed as failed:
                 error = failed.error
-            except LaneClosed:
-                if not stream.failed:
-                    return  # client gone or server stopping
-                error = await stream.error()
+            except LaneClosed:  # the stream failed, or `stop` closed the lane of one fully read
+                error = await stream.error() if stream.failed else _shutting_down()
             except (ConnectionError, OSError):
                 raise  # the client is gone (handled by the caller)
             except Exception:  # a bug: answer, and still end the stream properly
@@ -581,6 +588,10 @@ def _nothing_spoken(out: AudioOut, result: SpeechResult | None) -> RequestError 
     else:
         reason = "nothing is left after removing markup and symbols"
     return RequestError(Codes.UNPRONOUNCEABLE, f"Nothing in the text can be read aloud ({reason})")
+
+
+def _shutting_down() -> RequestError:
+    return RequestError(Codes.SHUTTING_DOWN, "The server is shutting down")
 
 
 def _internal_error() -> RequestError:
