@@ -146,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
             import ipaddress
 
             ipaddress.ip_address(config.zeroconf_host)
-    except (StartupError, ValueError) as err:  # InvalidSettings, InvalidVoiceName, bad URI or address
+        listener.bind()  # a port in use is reported now, not after the models load
+    except (StartupError, ValueError) as err:  # InvalidSettings, InvalidVoiceName, bad URI, address or port
         log.error("%s", err)
         return 2
     # Downloading and optimizing models can take minutes: a stop meanwhile ends
@@ -156,12 +157,14 @@ def main(argv: list[str] | None = None) -> int:
         selection = ensure_voices(config)  # may download configured voices
         from .server.app import run_server  # the engine: heavy imports only now
 
-        run_server(config, selection)
+        run_server(config, listener, selection)
     except StartupError as err:
         log.error("%s", err)
         return 2
     except (_StopRequested, KeyboardInterrupt):
         log.info("Stopped before the server was ready")
+    finally:
+        listener.close()  # the address, if serving never began
     return 0
 
 

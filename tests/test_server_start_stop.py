@@ -1,9 +1,11 @@
-"""Stopping the server: during the first start's model optimization, and while requests run."""
+"""Start and stop: the port while models load, a signal during the first optimization, shutdown."""
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import signal
+import socket
 import time
 from pathlib import Path
 
@@ -42,17 +44,46 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _first_start(standin_dir: Path, cache: Path, uri: str = "tcp://127.0.0.1:0") -> tuple[ha.ServerProcess, int]:
+    """A server optimizing its models (`cache` is empty), and the pid of its optimizer child."""
+    proc = ha.ServerProcess(standin_dir, "--load-voice", "standin-a", "--cache-dir", str(cache), uri=uri)
+    proc.start(wait_for=None)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.proc.poll() is None:
+        child = next((pid for pid, cmd in _children(proc.proc.pid) if OPTIMIZER in cmd), None)
+        if child is not None:
+            return proc, child
+        time.sleep(0.005)
+    proc.stop(signal.SIGKILL)
+    raise AssertionError(f"no optimizer child seen:\n{proc.log}")
+
+
+def test_the_port_is_held_but_refuses_connections_while_models_load(standin_dir, tmp_path):
+    with socket.socket() as probe:  # a free port (the server's own log gives it only once ready)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc, _ = _first_start(standin_dir, tmp_path / "cache", uri=f"tcp://127.0.0.1:{port}")
+    try:
+        with socket.socket() as other, pytest.raises(OSError) as caught:
+            other.bind(("127.0.0.1", port))  # held from the start: a second server fails at once
+        assert caught.value.errno == errno.EADDRINUSE
+        with pytest.raises(ConnectionRefusedError):  # not accepting yet: HA cannot take it for ready
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        assert "Listening on" not in proc.log
+        assert proc.wait_for_log("Listening on", 60), proc.log
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass
+        assert proc.stop() == 0
+    finally:
+        if proc.proc.poll() is None:
+            proc.stop(signal.SIGKILL)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_during_the_first_optimization_stops_the_optimizer_too(standin_dir, tmp_path, sig):
-    cache = tmp_path / "cache"  # empty: every model is optimized, each in a child process
-    proc = ha.ServerProcess(standin_dir, "--load-voice", "standin-a", "--cache-dir", str(cache)).start(wait_for=None)
+    cache = tmp_path / "cache"
+    proc, child = _first_start(standin_dir, cache)
     try:
-        deadline = time.monotonic() + 60
-        child = None
-        while child is None and time.monotonic() < deadline and proc.proc.poll() is None:
-            child = next((pid for pid, cmd in _children(proc.proc.pid) if OPTIMIZER in cmd), None)
-            time.sleep(0.005)
-        assert child is not None, f"no optimizer child seen:\n{proc.log}"
         code = proc.stop(sig, timeout=20)
         assert code == 0, proc.log
         assert not _alive(child), "the optimizer outlived the server"
