@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -207,6 +208,22 @@ def test_a_killed_optimizer_is_reported_as_such(model: Path, tmp_path: Path, mon
     monkeypatch.setattr(subprocess, "Popen", killed)
     with pytest.raises(PreparationError, match="killed by SIGKILL.*out of memory"):
         ModelCache(tmp_path / "cache").prepare(model)
+
+
+def test_a_stop_while_the_optimizer_starts_still_stops_it(model: Path, tmp_path: Path, monkeypatch) -> None:
+    popen, started = subprocess.Popen, []
+
+    def interrupted(*args, **kwargs):  # Ctrl-C arrives while Popen is still starting the child
+        started.append(popen(*args, **kwargs))
+        os.kill(os.getpid(), signal.SIGINT)
+        return started[-1]
+
+    monkeypatch.setattr(subprocess, "Popen", interrupted)
+    cache = ModelCache(tmp_path / "cache")
+    with pytest.raises(KeyboardInterrupt):
+        cache.prepare(model)
+    assert started and started[0].poll() is not None, "the optimizer was left running"
+    assert list(cache.folder.glob(".building-*")) == []
 
 
 def test_a_full_disk_is_a_clear_error(model: Path, tmp_path: Path, monkeypatch) -> None:

@@ -124,7 +124,7 @@ async def serve(config: ServerConfig, service: Service, listener: Listener) -> N
 
 
 def run_server(config: ServerConfig, listener: Listener, selection: VoiceSelection | None = None) -> None:
-    """Load, serve on `listener` (already bound), shut down. Raises StartupError for configuration problems."""
+    """Load, serve on the bound `listener`, shut down. Raises StartupError for configuration problems."""
     engine, default_voice = load_engine(config, selection or ensure_voices(config))
     scheduler = Scheduler(max_requests=config.max_queue)
     scheduler.start()
