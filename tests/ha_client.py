@@ -1,18 +1,27 @@
-"""A Wyoming TTS client that behaves like Home Assistant 2026.11's `wyoming` integration.
+"""A Wyoming TTS client that behaves like Home Assistant's `wyoming` integration.
 
-It reproduces, with the `wyoming` library HA pins, what HA sends and how it
-reads the answer (HA's `homeassistant/components/wyoming/tts.py`):
+It reproduces, with the `wyoming` library, what HA sends and how it reads
+the answer (`homeassistant/components/wyoming/tts.py`, the same in every
+release from 2025.4.4 to 2026.2.3 for the non-streaming path; streaming
+came in 2025.7):
 
 - `describe()`: Describe → Info under a 5 s timeout, as HA's coordinator.
 - `synthesize()`: the non-streaming path. One `synthesize` with a `voice`
   object only if a voice is set; the WAV format comes from the *first
-  audio-chunk*; the *first audio-stop* ends the read; an `error` event raises.
+  audio-chunk*; the *first audio-stop*, or the connection closing, ends
+  the read.
 - `stream()`: the streaming path. A writer task sends `synthesize-start`,
   each text delta as `synthesize-chunk`, the whole text as a duplicate
   `synthesize`, then `synthesize-stop`, while the reader runs concurrently;
   the format comes from the *first audio-start* only, chunks before it are
   dropped, later audio-start/audio-stop are ignored, and `synthesize-stopped`
   (or EOF) ends the read.
+
+Like those HA releases, both paths ignore `error` events: they are noted in
+`errors` and reading goes on (newer HA raises on them). HA has no timeout
+there and would wait forever for an answer that never ends; here every
+exchange has one (`timeout`), and running out of it raises `NeverEnded`, so
+a test fails instead of hanging.
 
 Besides the audio, results record what HA would not notice but a correct
 server must not do (`violations`: chunks before audio-start, a format
@@ -34,7 +43,7 @@ import time
 import wave
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Awaitable, Sequence
 
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
@@ -50,13 +59,8 @@ from wyoming.tts import (
 )
 
 
-class WyomingServiceError(Exception):
-    """What HA raises for an `error` event ("Error from Wyoming service: TEXT (code: CODE)")."""
-
-    def __init__(self, text: str, code: str | None) -> None:
-        super().__init__(f"Error from Wyoming service: {text} (code: {code})")
-        self.text = text
-        self.code = code
+class NeverEnded(AssertionError):
+    """The server did not end the exchange in time: Home Assistant would have waited forever."""
 
 
 @dataclass
@@ -70,6 +74,11 @@ class TtsResult:
     violations: list[str] = field(default_factory=list)
     writer_done_at: float | None = None
     ended_by: str = ""
+    errors: list[Error] = field(default_factory=list)  # seen and, as by HA up to 2026.2, ignored
+
+    @property
+    def error(self) -> Error | None:
+        return self.errors[0] if self.errors else None
 
     @property
     def seconds(self) -> float:
@@ -108,25 +117,42 @@ async def describe(host: str, port: int, timeout: float = 5.0) -> Info:
 
 
 async def _next_event(client: AsyncTcpClient, result: "TtsResult", started: float):
-    """The next event, noted in `result`; None at end of stream; an `error` event raises, as in HA."""
+    """The next event, noted in `result` (errors too); None at end of stream."""
     event = await client.read_event()
     if event is None:
         result.ended_by = "eof"
         return None
     result.events.append((time.monotonic() - started, event.type))
     if Error.is_type(event.type):
-        err = Error.from_event(event)
-        raise WyomingServiceError(err.text, err.code)
+        result.errors.append(Error.from_event(event))
     return event
 
 
-async def synthesize(host: str, port: int, text: str, voice: str | None = None, speaker: str | None = None) -> TtsResult:
+async def _until_the_end(exchange: Awaitable[TtsResult], result: TtsResult, timeout: float) -> TtsResult:
+    """`exchange`, or NeverEnded if the server leaves it open for `timeout` seconds."""
+    try:
+        return await asyncio.wait_for(exchange, timeout)
+    except asyncio.TimeoutError:
+        seen = [kind for _, kind in result.events]
+        raise NeverEnded(
+            f"no end of the answer and no end of the connection after {timeout} s "
+            f"(events: {seen[:5]}{' …' if len(seen) > 5 else ''}; errors: {[e.code for e in result.errors]})"
+        ) from None
+
+
+async def synthesize(
+    host: str, port: int, text: str, voice: str | None = None, speaker: str | None = None, timeout: float = 120.0
+) -> TtsResult:
     """HA's non-streaming `async_get_tts_audio`."""
     result = TtsResult()
+    return await _until_the_end(_synthesize(host, port, text, voice, speaker, result), result, timeout)
+
+
+async def _synthesize(host: str, port: int, text: str, voice: str | None, speaker: str | None, result: TtsResult) -> TtsResult:
     started = time.monotonic()
     wav_io = io.BytesIO()
     wav_writer: wave.Wave_write | None = None
-    async with AsyncTcpClient(host, port) as client:  # no timeouts, like HA
+    async with AsyncTcpClient(host, port) as client:  # HA sets no timeouts
         await client.write_event(Synthesize(text=text, voice=_voice(voice, speaker)).event())
         while True:
             event = await _next_event(client, result, started)
@@ -163,9 +189,17 @@ async def stream(
     speaker: str | None = None,
     delay: float = 0.0,
     send_duplicate: bool = True,
+    timeout: float = 120.0,
 ) -> TtsResult:
     """HA's streaming `async_stream_tts_audio` with text deltas (e.g. LLM tokens)."""
     result = TtsResult()
+    return await _until_the_end(_stream(host, port, deltas, voice, speaker, delay, send_duplicate, result), result, timeout)
+
+
+async def _stream(
+    host: str, port: int, deltas: Sequence[str], voice: str | None, speaker: str | None, delay: float,
+    send_duplicate: bool, result: TtsResult,
+) -> TtsResult:
     started = time.monotonic()
     synth_voice = _voice(voice, speaker)
     async with AsyncTcpClient(host, port) as client:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -56,7 +57,7 @@ def test_second_prepare_reuses_the_entry_without_a_child(model: Path, tmp_path: 
     def no_child(*args, **kwargs):
         raise AssertionError("a cached model was optimized again")
 
-    monkeypatch.setattr(subprocess, "run", no_child)
+    monkeypatch.setattr(subprocess, "Popen", no_child)
     again = ModelCache(tmp_path / "cache").prepare(model)
     assert again == first
 
@@ -199,12 +200,30 @@ def test_servers_starting_together_optimize_once(model: Path, tmp_path: Path) ->
 
 
 def test_a_killed_optimizer_is_reported_as_such(model: Path, tmp_path: Path, monkeypatch) -> None:
-    def killed(command, **kwargs):
-        return subprocess.CompletedProcess(command, -9, "", "")
+    popen = subprocess.Popen
 
-    monkeypatch.setattr(subprocess, "run", killed)
+    def killed(command, **kwargs):  # an optimizer the kernel kills, as when memory runs out
+        return popen([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"], **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", killed)
     with pytest.raises(PreparationError, match="killed by SIGKILL.*out of memory"):
         ModelCache(tmp_path / "cache").prepare(model)
+
+
+def test_a_stop_while_the_optimizer_starts_still_stops_it(model: Path, tmp_path: Path, monkeypatch) -> None:
+    popen, started = subprocess.Popen, []
+
+    def interrupted(*args, **kwargs):  # Ctrl-C arrives while Popen is still starting the child
+        started.append(popen(*args, **kwargs))
+        os.kill(os.getpid(), signal.SIGINT)
+        return started[-1]
+
+    monkeypatch.setattr(subprocess, "Popen", interrupted)
+    cache = ModelCache(tmp_path / "cache")
+    with pytest.raises(KeyboardInterrupt):
+        cache.prepare(model)
+    assert started and started[0].poll() is not None, "the optimizer was left running"
+    assert list(cache.folder.glob(".building-*")) == []
 
 
 def test_a_full_disk_is_a_clear_error(model: Path, tmp_path: Path, monkeypatch) -> None:

@@ -77,11 +77,12 @@ async def raw(server):
 
 
 async def expect_error(server, code: str, text: str, voice: str | None = None, speaker: str | None = None) -> str:
-    with pytest.raises(ha.WyomingServiceError) as caught:
-        await ha.synthesize(server.host, server.port, text, voice=voice, speaker=speaker)
-    assert caught.value.code == code, caught.value
-    assert caught.value.text
-    return caught.value.text
+    """The error, and an end HA up to 2026.2 notices although it ignores the error: the connection closes."""
+    result = await ha.synthesize(server.host, server.port, text, voice=voice, speaker=speaker, timeout=15)
+    assert [e.code for e in result.errors] == [code], result.errors
+    assert result.ended_by == "eof" and not result.audio
+    assert result.error.text
+    return result.error.text
 
 
 # -- through HA's client ---------------------------------------------------------------
@@ -128,7 +129,7 @@ async def test_text_over_the_limit(server):
     assert str(MAX_TEXT) in message
 
 
-@pytest.mark.parametrize("text", ["🙂🙂🙂", "!!!???", "＊＊＊", "♪"])
+@pytest.mark.parametrize("text", ["🙂🙂🙂", "!!!???", "＊＊＊", "♪", "。。。"])
 async def test_text_with_nothing_speakable(server, text):
     await expect_error(server, "unpronounceable", text)
 
@@ -141,24 +142,25 @@ async def test_one_unspeakable_sentence_is_skipped(server):
 # -- raw events on one connection ---------------------------------------------------------
 
 
-async def test_errors_leave_the_connection_working(raw):
-    for text, voice, code in [
+@pytest.mark.parametrize(
+    "text,voice,code",
+    [
         ("", None, "empty-text"),
         ("はい。", "nobody", "unknown-voice"),
         ("はい。", "../x", "invalid-voice-name"),
         ("あ" * (MAX_TEXT + 1), None, "text-too-long"),
+        ("あ" * 1_000_000, None, "text-too-long"),  # over the data block limit: read and thrown away
         ("🙂", None, "unpronounceable"),
-    ]:
-        await raw.event(Synthesize(text=text, voice=SynthesizeVoice(name=voice) if voice else None).event())
-        assert (await raw.error()).code == code
-    await raw.still_works()
-
-
-async def test_huge_text_is_discarded_without_buffering(raw):
-    # 3 MB of text in one event: read and thrown away, answered, connection fine.
-    await raw.event(Synthesize(text="あ" * 1_000_000).event())
-    assert (await raw.error()).code == "text-too-long"
-    await raw.still_works()
+    ],
+)
+async def test_a_failed_synthesize_ends_with_its_connection(server, raw, text, voice, code):
+    """A client that ignores `error` (HA up to 2026.2) must see its exchange end: the server hangs up."""
+    await raw.event(Synthesize(text=text, voice=SynthesizeVoice(name=voice) if voice else None).event())
+    await raw.event(Describe().event())  # sent after the failed request: not answered
+    assert (await raw.error()).code == code
+    assert await asyncio.wait_for(async_read_event(raw.reader), 10) is None
+    result = await ha.synthesize(server.host, server.port, "はい。")  # the server goes on serving
+    assert result.ended_by == "audio-stop" and not result.errors
 
 
 @pytest.mark.parametrize(
@@ -177,23 +179,43 @@ async def test_huge_text_is_discarded_without_buffering(raw):
         b'{"type": "synthesize-chunk", "data": {"text": "a"}}\n',
         b"\xff\xfe\n",
         b'{"type": "' + b"x" * 100_000 + b'"}\n',
+        b"[" * 60_000 + b"\n",  # deeper than Python's json can go
+        b'{"type": "synthesize", "data": ' + b'{"a":' * 9_000 + b"1" + b"}" * 9_001 + b"\n",
+        b'{"type": "synthesize", "data_length": ' + b"9" * 50_000 + b"}\n",  # over Python's int digit limit
+        b'{"type": "synthesize", "data_length": 1e999}\n',
+        b'{"type": "synthesize", "data_length": NaN}\n',
+        b'{"type": "synthesize", "data_length": 2.0}\n',
+        b'{"type": "synthesize", "payload_length": "5"}\n',
+        b'{"type": "synthesize", "data": {"text": NaN}}\n',
+        b'{"type": "synthesize", "data": {"text": "a", "voice": {"speaker": []}}}\n',
+        b'{"type": ["synthesize"]}\n',
     ],
 )
-async def test_malformed_events_get_bad_request(raw, line):
+async def test_malformed_events_get_bad_request(server, raw, line):
+    mark = len(server.lines)
     await raw.send(line)
     error = await raw.error()
     assert error.code == "bad-request" and error.text
     await raw.still_works()
+    assert "Traceback" not in "\n".join(server.lines[mark:])
 
 
-async def test_data_block_that_is_not_a_json_object(raw):
-    body = b'["not", "an", "object"]'
-    await raw.send(json.dumps({"type": "synthesize", "data_length": len(body)}).encode() + b"\n" + body)
-    assert (await raw.error()).code == "bad-request"
-    body = b"{broken"
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'["not", "an", "object"]',
+        b"{broken",
+        b"[" * 200_000,  # deeper than Python's json can go
+        b'{"text": ' + b"1" * 100_000 + b"}",  # over Python's int digit limit
+        b'{"text": "a", "text": 5}',  # duplicate keys: the last one counts, as in every JSON reader
+    ],
+)
+async def test_data_block_that_is_not_a_usable_object(server, raw, body):
+    mark = len(server.lines)
     await raw.send(json.dumps({"type": "synthesize", "data_length": len(body)}).encode() + b"\n" + body)
     assert (await raw.error()).code == "bad-request"
     await raw.still_works()
+    assert "Traceback" not in "\n".join(server.lines[mark:])
 
 
 async def test_unknown_events_are_ignored(raw):
@@ -248,7 +270,22 @@ async def test_stream_over_the_limit_errors_once_then_stops(raw):
     types = [e.type for e in events]
     assert types.count("error") == 1 and types[-1] == "synthesize-stopped"
     assert Error.from_event(events[types.index("error")]).code == "text-too-long"
-    assert "audio-stop" not in types  # the answer is the error, not audio
+    assert types.count("audio-stop") == types.count("audio-start") <= 1  # audio begun is ended
+    await raw.still_works()
+
+
+async def test_stream_over_the_limit_mid_audio_ends_its_audio(raw):
+    """Audio already flowing: error, then audio-stop, then synthesize-stopped."""
+    await raw.event(SynthesizeStart().event())
+    await raw.event(SynthesizeChunk(text="こんにちは。今日は良い天気ですね。").event())
+    assert (await raw.read()).type == "audio-start"
+    await raw.event(SynthesizeChunk(text="あ" * MAX_TEXT).event())
+    await raw.event(SynthesizeStop().event())
+    events = await raw.read_until("synthesize-stopped")
+    types = [e.type for e in events]
+    assert types[-3:] == ["error", "audio-stop", "synthesize-stopped"], types
+    assert set(types[:-3]) <= {"audio-chunk"}
+    assert Error.from_event(events[-3]).code == "text-too-long"
     await raw.still_works()
 
 

@@ -105,8 +105,8 @@ async def test_startup_logs_health_check_and_sigterm(standin_dir):
         code = await asyncio.get_running_loop().run_in_executor(None, proc.stop, signal.SIGTERM, 20.0)
         assert code == 0, proc.log
         assert time.monotonic() - started < 15
-        outcome = await asyncio.gather(request, return_exceptions=True)
-        assert outcome  # finished one way or another (EOF or an error), never hangs
+        result = await request  # never hangs: all its audio, or error shutting-down and audio-stop
+        assert result.ended_by == "audio-stop" and [e.code for e in result.errors] in ([], ["shutting-down"])
         assert "Shutting down" in proc.log and "Stopped" in proc.log
         assert "Traceback" not in proc.log
     finally:

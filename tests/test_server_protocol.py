@@ -12,7 +12,8 @@ import json
 import pytest
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
-from wyoming.event import Event
+from wyoming.error import Error
+from wyoming.event import Event, async_read_event, async_write_event
 from wyoming.info import Describe, Info
 from wyoming.ping import Ping
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
@@ -215,3 +216,40 @@ async def test_half_closed_describe_like_a_netcat_health_check(server):
     writer.close()
     header = json.loads(data.split(b"\n", 1)[0])
     assert header["type"] == "info" and b'"hayakoe"' in data
+
+
+async def _all_events_after_half_close(server, *events: Event) -> list[Event]:
+    """Send `events`, shut down the sending side (`… | nc`), read until the server closes."""
+    reader, writer = await asyncio.open_connection(server.host, server.port)
+    for event in events:
+        await async_write_event(event, writer)
+    writer.write_eof()
+    received = []
+    try:
+        while (event := await asyncio.wait_for(async_read_event(reader), 30)) is not None:
+            received.append(event)
+    finally:
+        writer.close()
+    return received
+
+
+async def test_half_closed_client_still_gets_its_audio(server):
+    events = await _all_events_after_half_close(server, Synthesize(text=TEXT).event())
+    types = [e.type for e in events]
+    assert types[0] == "audio-start" and types[-1] == "audio-stop", types
+    assert set(types[1:-1]) == {"audio-chunk"}
+    streamed = await _all_events_after_half_close(
+        server, SynthesizeStart().event(), SynthesizeChunk(text=TEXT).event(), SynthesizeStop().event()
+    )
+    types = [e.type for e in streamed]
+    assert types[0] == "audio-start" and types[-2:] == ["audio-stop", "synthesize-stopped"], types
+    assert sum(len(e.payload or b"") for e in streamed) > 0
+
+
+async def test_input_ending_inside_a_stream_ends_the_stream(server):
+    events = await _all_events_after_half_close(server, SynthesizeStart().event(), SynthesizeChunk(text=TEXT).event())
+    types = [e.type for e in events]
+    assert types[-1] == "synthesize-stopped" and types.count("error") == 1, types
+    error = Error.from_event(events[types.index("error")])
+    assert error.code == "bad-request" and "synthesize-stop" in error.text
+    assert types.count("audio-start") == types.count("audio-stop") <= 1

@@ -50,3 +50,4 @@ def test_port_in_use_is_a_clear_error(standin_dir):
         )
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Cannot listen on" in done.stderr and "Traceback" not in done.stderr
+    assert "Loaded" not in done.stderr and "Optimizing" not in done.stderr  # found before the slow part

@@ -12,6 +12,7 @@ import argparse
 import logging
 import os
 import shlex
+import signal
 import sys
 from pathlib import Path
 
@@ -29,6 +30,15 @@ from .store import DEFAULT_REPO, check_voice_name
 
 DEFAULT_URI = "tcp://127.0.0.1:10200"
 ENV_ARGS = "WYOMING_HAYAKOE_ARGS"
+
+
+class _StopRequested(BaseException):
+    """SIGTERM before the server serves (it then handles signals itself); not an Exception,
+    so no `except Exception` in the loading code mistakes it for a failure."""
+
+
+def _stop_requested(signum: int, frame: object) -> None:
+    raise _StopRequested(signal.Signals(signum).name)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -136,17 +146,25 @@ def main(argv: list[str] | None = None) -> int:
             import ipaddress
 
             ipaddress.ip_address(config.zeroconf_host)
-    except (StartupError, ValueError) as err:  # InvalidSettings, InvalidVoiceName, bad URI or address
+        listener.bind()  # a port in use is reported now, not after the models load
+    except (StartupError, ValueError) as err:  # InvalidSettings, InvalidVoiceName, bad URI, address or port
         log.error("%s", err)
         return 2
+    # Downloading and optimizing models can take minutes: a stop meanwhile ends
+    # them cleanly (an optimizer child is stopped too) and is not an error.
+    signal.signal(signal.SIGTERM, _stop_requested)
     try:
         selection = ensure_voices(config)  # may download configured voices
         from .server.app import run_server  # the engine: heavy imports only now
 
-        run_server(config, selection)
+        run_server(config, listener, selection)
     except StartupError as err:
         log.error("%s", err)
         return 2
+    except (_StopRequested, KeyboardInterrupt):
+        log.info("Stopped before the server was ready")
+    finally:
+        listener.close()  # the address, if serving never began
     return 0
 
 

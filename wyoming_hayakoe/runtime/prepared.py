@@ -17,6 +17,7 @@ CPU-specific kernels. Entries for older versions of a source are removed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -28,8 +29,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterator
 
 import onnxruntime as ort
 
@@ -149,11 +152,7 @@ class ModelCache:
         work = Path(tempfile.mkdtemp(prefix=BUILDING, dir=self.folder))
         try:
             command = [sys.executable, "-m", __name__, str(source.absolute()), str(work.absolute())]
-            # Run from the folder holding this package, so the child imports this very code.
-            done = subprocess.run(
-                command + (["--split"] if split else []),
-                capture_output=True, text=True, errors="replace", check=False, cwd=_PACKAGE_ROOT,
-            )
+            done = _run_child(command + (["--split"] if split else []))
             if done.returncode != 0:
                 raise PreparationError(f"Could not optimize {source}: {_failure(done)}")
             work.rename(entry)
@@ -174,6 +173,58 @@ class ModelCache:
                     shutil.rmtree(entry, ignore_errors=True)
             except (OSError, ValueError):
                 continue
+
+
+def _run_child(command: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run the optimizer; if anything interrupts the wait (the server's SIGTERM or SIGINT
+    handler raises), the child is stopped before the exception goes on, so it never
+    outlives the server and its work folder can be removed."""
+    with _stop_signals_deferred() as release:
+        # Run from the folder holding this package, so the child imports this very code.
+        with subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace", cwd=_PACKAGE_ROOT
+        ) as child:
+            try:
+                release()  # a stop that came while the child started takes effect here
+                _, stderr = child.communicate()
+            except BaseException:
+                child.terminate()
+                try:
+                    child.wait(5)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait()
+                raise
+    return subprocess.CompletedProcess(command, child.returncode, None, stderr)
+
+
+@contextlib.contextmanager
+def _stop_signals_deferred() -> Iterator[Callable[[], None]]:
+    """SIGTERM and SIGINT wait until `release()` (or the end of the block).
+
+    Raised while `Popen` is starting its child, their exception would leave
+    that child running with no Popen to stop it. Python handles signals in
+    the main thread only, so elsewhere there is nothing to defer.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: None
+        return
+    held: list[int] = []
+    previous = {
+        sig: signal.signal(sig, lambda signum, _: held.append(signum)) for sig in (signal.SIGTERM, signal.SIGINT)
+    }
+
+    def release() -> None:
+        while previous:
+            sig, handler = previous.popitem()
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        while held:
+            signal.raise_signal(held.pop(0))  # the real handler runs (and may raise) now
+
+    try:
+        yield release
+    finally:
+        release()
 
 
 def _failure(done: subprocess.CompletedProcess[str]) -> str:

@@ -79,11 +79,8 @@ def build_service(config: ServerConfig, engine: Engine, default_voice: str, sche
     return Service(engine, scheduler, options, cards)
 
 
-async def serve(config: ServerConfig, service: Service) -> None:
-    """Serve until SIGTERM/SIGINT (or, for stdio, until stdin closes)."""
-    listener = Listener(config.uri)
-    if config.zeroconf is not None and listener.scheme != "tcp":
-        raise StartupError("--zeroconf needs a tcp:// --uri")
+async def serve(config: ServerConfig, service: Service, listener: Listener) -> None:
+    """Serve on the bound `listener` until SIGTERM/SIGINT (or, for stdio, until stdin closes)."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -92,10 +89,7 @@ async def serve(config: ServerConfig, service: Service) -> None:
         except (NotImplementedError, RuntimeError):
             pass
 
-    try:
-        await listener.start(partial(HayakoeHandler, service))
-    except OSError as err:  # port in use, no permission, bad socket path
-        raise StartupError(f"Cannot listen on {config.uri}: {err.strerror or err}") from err
+    await listener.start(partial(HayakoeHandler, service))
     _LOGGER.info("Listening on %s", listener.address)
     advertiser: ZeroconfAdvertiser | None = None
     try:
@@ -130,14 +124,14 @@ async def serve(config: ServerConfig, service: Service) -> None:
                 pass
 
 
-def run_server(config: ServerConfig, selection: VoiceSelection | None = None) -> None:
-    """Load, serve, shut down. Raises StartupError for configuration problems."""
+def run_server(config: ServerConfig, listener: Listener, selection: VoiceSelection | None = None) -> None:
+    """Load, serve on the bound `listener`, shut down. Raises StartupError for configuration problems."""
     engine, default_voice = load_engine(config, selection or ensure_voices(config))
     scheduler = Scheduler(max_requests=config.max_queue)
     scheduler.start()
     service = build_service(config, engine, default_voice, scheduler)
     try:
-        asyncio.run(serve(config, service))
+        asyncio.run(serve(config, service, listener))
     finally:
         if not scheduler.close(timeout=10):
             _LOGGER.warning("The inference worker did not stop in time")

@@ -7,6 +7,8 @@ returns a `BadEvent` describing the problem, stays in step with the stream
 whenever the framing allows it, and never buffers more than `max_data_bytes`
 of one event: larger data blocks and payloads are read and thrown away, so
 a huge text is answered with an error and the connection keeps working.
+JSON that Python's parser refuses to finish (nesting too deep for its
+recursion limit, integers beyond its digit limit) is a `BadEvent` too.
 """
 
 from __future__ import annotations
@@ -54,6 +56,20 @@ async def _read_line(reader: asyncio.StreamReader) -> bytes | None:
             consumed = err.consumed
 
 
+def _loads(raw: bytes) -> object:
+    """`json.loads`, with every way it fails on hostile input raised as ValueError saying why."""
+    try:
+        return json.loads(raw)
+    except RecursionError:  # e.g. 60,000 "[": the C scanner gives up cleanly
+        raise ValueError("nested too deeply") from None
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8") from None
+    except json.JSONDecodeError:
+        raise ValueError("not valid JSON") from None
+    except ValueError:  # an integer longer than Python converts (sys.get_int_max_str_digits)
+        raise ValueError("a number has too many digits") from None
+
+
 def _length(header: dict, key: str) -> int | None:
     value = header.get(key)
     if value is None:
@@ -77,9 +93,9 @@ async def read_event(
             if line.strip():
                 break  # blank lines between events are tolerated
         try:
-            header = json.loads(line)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            return BadEvent("bad-request", "Event header is not valid JSON")
+            header = _loads(line)
+        except ValueError as err:
+            return BadEvent("bad-request", f"Event header is not usable JSON ({err})")
         if not isinstance(header, dict):
             return BadEvent("bad-request", "Event header is not a JSON object")
         event_type = header.get("type")
@@ -108,10 +124,10 @@ async def read_event(
         if data_length:
             block = await reader.readexactly(data_length)
             try:
-                extra = json.loads(block)
-            except (UnicodeDecodeError, json.JSONDecodeError):
+                extra = _loads(block)
+            except ValueError as err:
                 await _discard(reader, payload_length)
-                return BadEvent("bad-request", f"Event {event_type!r}: data block is not valid JSON", event_type)
+                return BadEvent("bad-request", f"Event {event_type!r}: data block is not usable JSON ({err})", event_type)
             if not isinstance(extra, dict):
                 await _discard(reader, payload_length)
                 return BadEvent("bad-request", f"Event {event_type!r}: data block is not a JSON object", event_type)

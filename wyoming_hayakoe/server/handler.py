@@ -2,19 +2,21 @@
 
     describe                      → info
     ping                          → pong
-    synthesize {text, voice?}     → audio-start, audio-chunk…, audio-stop   (or error)
+    synthesize {text, voice?}     → audio-start, audio-chunk…, audio-stop
+                                    (or error, then the connection closes)
     synthesize-start {voice?}     ┐
     synthesize-chunk {text} …     │ → audio-start, audio-chunk… as sentences complete,
     synthesize {text}  (ignored)  │   audio-stop, synthesize-stopped
-    synthesize-stop               ┘   (an error, if any, comes before synthesize-stopped)
+    synthesize-stop               ┘   (an error, if any, comes before both)
     select-program, other events  → ignored, as the protocol asks
 
 Reading never waits for synthesis: each request gets a response task, and
 the reader keeps taking events (so streamed text is segmented while earlier
-sentences are being spoken, and a vanished client is noticed at once).
-Responses on one connection are written in request order. Each request is
-answered by exactly one of: its audio, or an `error` event with a stable
-`code`; a stream additionally always ends with `synthesize-stopped`.
+sentences are being spoken, and a reset connection is noticed at once).
+Responses on one connection are written in request order. Every synthesis
+request ends in `HayakoeHandler._end`: an `error` event with a stable `code`
+if it failed, `audio-stop` for audio begun, `synthesize-stopped` last for a
+stream. Malformed events get error `bad-request` and the connection stays.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from wyoming.tts import (
 )
 
 from ..engine.engine import MAX_SENTENCE_CHARS, Engine
-from ..engine.speech import Speech, play
+from ..engine.speech import Speech, SpeechResult, play
 from ..engine.settings import SynthesisSettings
 from ..store import InvalidVoiceName
 from ..text.readings import safe_to_split
@@ -221,12 +223,10 @@ class HayakoeHandler:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         peer: str = "",
-        finish_on_eof: bool = False,
+        stdio: bool = False,
     ) -> None:
         self.service = service
-        # stdio: end of input is how a client says it is done, and answers are
-        # still wanted. A socket: a client that closes has gone away.
-        self.finish_on_eof = finish_on_eof
+        self.stdio = stdio  # the one connection: closing it would end the server
         self.reader = reader
         self.writer = writer
         self.peer = peer or "client"
@@ -235,6 +235,7 @@ class HayakoeHandler:
         self._stream: _Stream | None = None
         self._requests = 0
         self._running = True
+        self._read: asyncio.Future | None = None  # the event being read
         self._lanes: set[Lane] = set()
 
     # -- connection --------------------------------------------------------------
@@ -245,8 +246,12 @@ class HayakoeHandler:
         gone = False
         try:
             while self._running:
+                self._read = asyncio.ensure_future(read_event(self.reader, options.max_data_bytes, 1 << 20))
+                await asyncio.wait([self._read])
+                if self._read.cancelled() or not self._running:
+                    break  # `_stop_reading`
                 try:
-                    item = await read_event(self.reader, options.max_data_bytes, 1 << 20)
+                    item = self._read.result()
                 except (ConnectionError, OSError):
                     gone = True
                     break
@@ -260,27 +265,32 @@ class HayakoeHandler:
                 except RequestError as err:
                     _LOGGER.info("%s: %s → error %s: %s", self.peer, item.type, err.code, err.text)
                     self._reply(err.event())
-            if self._running and not gone and self._tail is not None:
-                if not self.finish_on_eof:
-                    # The client closed its end: drop its synthesis work at once.
-                    # Quick answers (info, errors) still go out, for half-closed
-                    # sockets such as `nc` in a health check.
-                    for lane in list(self._lanes):
-                        lane.close()
-                if self._stream is None:
-                    await asyncio.wait([self._tail], timeout=None if self.finish_on_eof else 10)
+            if not gone and self._tail is not None:
+                # End of input: stdin closed, or a socket shut for writing only
+                # (`… | nc`); the answers are still wanted. A client that is
+                # really gone shows when writing to it fails, which drops its work.
+                if self._stream is not None:
+                    self._end_stream_input(
+                        RequestError(Codes.BAD_REQUEST, "The input ended inside a stream, before synthesize-stop")
+                    )
+                await asyncio.wait([self._tail])
         finally:
             await self._close()
 
     async def stop(self) -> None:
-        """Server shutdown: stop reading and cancel this connection's work."""
-        self._running = False
-        self.reader.feed_eof()
-        for task in list(self._tasks):
-            task.cancel()
+        """Server shutdown: stop reading; requests in progress end with error shutting-down.
+
+        Closing their lanes makes each one's next step raise LaneClosed, which
+        it answers through `_end`; `run` then closes the connection.
+        """
+        self._stop_reading()
+        if self._stream is not None:
+            self._end_stream_input(_shutting_down())
+        for lane in list(self._lanes):
+            lane.close()
 
     async def _close(self) -> None:
-        self._running = False
+        self._stop_reading()
         if self._stream is not None:  # a stream that can never be completed
             self._stream.fail(RequestError(Codes.BAD_REQUEST, "connection closed"))
             self._stream = None
@@ -309,18 +319,13 @@ class HayakoeHandler:
                 await respond()
             except (ConnectionError, OSError) as err:
                 _LOGGER.info("%s: client gone (%s); dropping its work", self.peer, err)
-                self._running = False
-                self.reader.feed_eof()
-                current = asyncio.current_task()
-                for task in list(self._tasks):
-                    if task is not current:
-                        task.cancel()
+                self._hang_up()
             except asyncio.CancelledError:
                 raise
             except Exception:  # a bug: log it, tell the client, keep the server up
                 _LOGGER.exception("%s: response failed", self.peer)
                 try:
-                    await self.write_event(RequestError(Codes.INTERNAL, "Internal server error (see the server log)").event())
+                    await self.write_event(_internal_error().event())
                 except (ConnectionError, OSError):
                     pass
             finally:
@@ -333,6 +338,28 @@ class HayakoeHandler:
         task.add_done_callback(self._tasks.discard)
         self._tail = task
 
+    def _stop_reading(self) -> None:
+        """Take no more events (the read in progress is dropped; the writer stays usable)."""
+        self._running = False
+        if self._read is not None:
+            self._read.cancel()
+
+    def _hang_up(self) -> None:
+        """Close the connection after the current response; the requests after it are dropped."""
+        self._stop_reading()
+        current = asyncio.current_task()
+        for task in list(self._tasks):
+            if task is not current:
+                task.cancel()
+        try:
+            self.writer.close()  # what is written goes out first
+        except (ConnectionError, OSError, RuntimeError):
+            pass
+
+    def _fail(self, label: str, error: RequestError) -> None:
+        """Answer a plain synthesize that cannot even start."""
+        self._respond(lambda: self._end(label, None, error))
+
     def _reply(self, event: Event) -> None:
         """A one-event answer, in order with the other responses."""
 
@@ -340,6 +367,40 @@ class HayakoeHandler:
             await self.write_event(event)
 
         self._respond(send)
+
+    async def _end(self, label: str, out: AudioOut | None, error: RequestError | None, stream: _Stream | None = None) -> None:
+        """How every synthesis request ends: its last events, always in this order.
+
+        1. `error`, if the request failed. It goes out *before* the
+           `audio-stop` of audio already begun: a non-streaming client stops
+           reading at the first `audio-stop` (HA, wyoming-bench, the HTTP
+           gateway), so an error sent after it would never be seen; clients
+           that ignore errors (HA up to 2026.2) still find the audio-stop.
+        2. `audio-stop`, whenever `audio-start` went out, and for a request
+           that succeeded without a sound (a valid, empty answer).
+        3. For a stream: `synthesize-stopped`, once the client has ended its
+           text with synthesize-stop.
+
+        After the error of a plain synthesize the connection is closed (not
+        for stdio, whose end would stop the server). Home Assistant up to
+        2026.2 ignores `error` and waits, with no timeout, for audio-stop or
+        the end of the connection; the end is what every version notices
+        ("no audio"), and what wyoming-piper's failing handler gives too.
+        A stream needs no hang-up: synthesize-stopped ends every version's read.
+        """
+        if error is not None:
+            _LOGGER.info("%s: error %s: %s", label, error.code, error.text)
+            await self.write_event(error.event())
+        if out is not None and (out.started or error is None):
+            await out.stop()
+        if stream is not None:
+            while not stream.queue.empty() or self._stream is stream:
+                # The rest of a failed stream: wait for its synthesize-stop.
+                if await stream.queue.get() is _END:
+                    break
+            await self.write_event(SynthesizeStopped().event())
+        elif error is not None and not self.stdio:
+            self._hang_up()
 
     # -- events ------------------------------------------------------------------
 
@@ -355,8 +416,10 @@ class HayakoeHandler:
             error = RequestError(Codes.BAD_REQUEST, bad.text)
         if stream is not None and bad.type in ("synthesize-chunk", "synthesize-stop", "synthesize-start"):
             stream.fail(error)
-            return
-        self._reply(error.event())
+        elif error.code == Codes.TEXT_TOO_LONG and bad.type == "synthesize":
+            self._fail(self._next_label("synthesize"), error)  # a real request (HA sends long texts)
+        else:
+            self._reply(error.event())
 
     def _on_event(self, event: Event) -> None:
         _LOGGER.debug("%s → %s", self.peer, event.type)
@@ -388,13 +451,18 @@ class HayakoeHandler:
         if self._stream is not None:
             return  # the full text HA sends inside a stream, for old servers: ignored
         service = self.service
-        text = _text_of(event.data, "synthesize")
-        voice_name, settings = service.settings_for(_voice_of(event.data))
-        service.check_length(len(text))
-        if not text.strip():
-            raise RequestError(Codes.EMPTY_TEXT, "Text is empty: nothing to say")
+        text = _text_of(event.data, "synthesize")  # malformed: bad-request, the connection stays
+        voice = _voice_of(event.data)
         label = self._next_label("synthesize")
-        lane = service.open_lane(label)
+        try:
+            voice_name, settings = service.settings_for(voice)
+            service.check_length(len(text))
+            if not text.strip():
+                raise RequestError(Codes.EMPTY_TEXT, "Text is empty: nothing to say")
+            lane = service.open_lane(label)
+        except RequestError as err:
+            self._fail(label, err)
+            return
         self._lanes.add(lane)
         self._respond(lambda: self._speak_text(lane, label, text, voice_name, settings), lane)
 
@@ -402,23 +470,20 @@ class HayakoeHandler:
         engine = self.service.engine
         speech = Speech(engine, voice_name, settings, label)
         out = AudioOut(self.write_event, speech.voice.sample_rate, self.service.options.samples_per_chunk)
+        error: RequestError | None = None
         try:
             await play(speech, speech.text(text), out, lane.run)
-        except LaneClosed:
-            return  # client gone or server stopping: nobody to answer
-        result = speech.result
-        failure = result.failure()
-        if failure is not None:
-            error = RequestError(Codes.UNPRONOUNCEABLE, failure)
-            _LOGGER.info("%s: error %s: %s", label, error.code, error.text)
-            await self.write_event(error.event())
-            return
-        await out.stop()
-        _LOGGER.info(
-            "%s: %s/%s, %d chars, %d sentences → %.2f s audio in %.2f s (first audio after %.2f s)",
-            label, voice_name, settings.style, len(text), result.sentences, out.seconds,
-            time.monotonic() - speech.created, result.first_audio or 0.0,
-        )
+            error = _nothing_spoken(speech.result)
+        except LaneClosed:  # only `stop` closes the lane of a running synthesize
+            error = _shutting_down()
+        except (ConnectionError, OSError):
+            raise  # the client is gone (handled by the caller)
+        except Exception:  # a bug: answer, and still end the request properly
+            _LOGGER.exception("%s: synthesis failed", label)
+            error = _internal_error()
+        await self._end(label, out, error)
+        if error is None:
+            _log_done(label, f"{voice_name}/{settings.style}", len(text), speech, out)
 
     # streaming -------------------------------------------------------------------
 
@@ -466,10 +531,15 @@ class HayakoeHandler:
             stream.add(stream.segmenter.finish())
         stream.queue.put_nowait(_END)
 
+    def _end_stream_input(self, error: RequestError) -> None:
+        """No more text will come for the open stream: it fails with `error`."""
+        assert self._stream is not None
+        self._stream.fail(error)
+        self._on_synthesize_stop()
+
     async def _stream_out(self, stream: _Stream) -> None:
         error: RequestError | None = None
         out: AudioOut | None = None
-        result = None
         if stream.failed or stream.speech is None or stream.lane is None:
             error = await stream.error()
         else:
@@ -478,35 +548,40 @@ class HayakoeHandler:
             try:
                 async for sentence in stream.sentences():
                     await play(speech, speech.sentence(sentence), out, lane.run)
-                result = speech.result
+                error = _nothing_spoken(speech.result)
             except _StreamFailed as failed:
                 error = failed.error
-            except LaneClosed:
-                if not stream.failed:
-                    return  # client gone or server stopping
-                error = await stream.error()
+            except LaneClosed:  # the stream failed, or `stop` closed the lane of one fully read
+                error = await stream.error() if stream.failed else _shutting_down()
             except (ConnectionError, OSError):
                 raise  # the client is gone (handled by the caller)
             except Exception:  # a bug: answer, and still end the stream properly
                 _LOGGER.exception("%s: synthesis failed", stream.label)
-                stream.fail(RequestError(Codes.INTERNAL, "Internal server error (see the server log)"))
+                stream.fail(_internal_error())
                 error = await stream.error()
-            failure = result.failure() if error is None and result is not None else None
-            if failure is not None:
-                error = RequestError(Codes.UNPRONOUNCEABLE, failure)
-        if error is not None:
-            await self.write_event(error.event())
-            _LOGGER.info("%s: error %s: %s", stream.label, error.code, error.text)
-        else:
-            assert out is not None and result is not None
-            await out.stop()  # with no text at all: a valid, empty answer
-            _LOGGER.info(
-                "%s: %s, %d chars, %d sentences → %.2f s audio in %.2f s (first audio after %.2f s)",
-                stream.label, stream.voice, stream.length, result.sentences, out.seconds,
-                time.monotonic() - stream.speech.created if stream.speech else 0.0, result.first_audio or 0.0,
-            )
-        while not stream.queue.empty() or self._stream is stream:
-            # The rest of a failed stream: wait for its synthesize-stop.
-            if await stream.queue.get() is _END:
-                break
-        await self.write_event(SynthesizeStopped().event())
+        await self._end(stream.label, out, error, stream)
+        if out is not None and stream.speech is not None and error is None:
+            _log_done(stream.label, stream.voice, stream.length, stream.speech, out)
+
+
+def _nothing_spoken(result: SpeechResult) -> RequestError | None:
+    """The error for a request that made no sound at all (None if it did, or was asked nothing)."""
+    failure = result.failure()
+    return RequestError(Codes.UNPRONOUNCEABLE, failure) if failure is not None else None
+
+
+def _shutting_down() -> RequestError:
+    return RequestError(Codes.SHUTTING_DOWN, "The server is shutting down")
+
+
+def _internal_error() -> RequestError:
+    return RequestError(Codes.INTERNAL, "Internal server error (see the server log)")
+
+
+def _log_done(label: str, voice: str, chars: int, speech: Speech, out: AudioOut) -> None:
+    result = speech.result
+    _LOGGER.info(
+        "%s: %s, %d chars, %d sentences → %.2f s audio in %.2f s (first audio after %.2f s)",
+        label, voice, chars, result.sentences, out.seconds,
+        time.monotonic() - speech.created, result.first_audio or 0.0,
+    )

@@ -11,14 +11,26 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import urlparse
 
+from .config import StartupError
+
 _LOGGER = logging.getLogger(__name__)
 
-#: Called with (reader, writer, peer, finish_on_eof) and returns an object with `run()` and `stop()` coroutines.
+#: Called with (reader, writer, peer, stdio) and returns an object with `run()` and `stop()` coroutines.
 HandlerFactory = Callable[[asyncio.StreamReader, asyncio.StreamWriter, str], object]
 
 
 class Listener:
-    """Serves one URI; `start()` binds, `wait_closed()` returns once stdio ends, `stop()` closes."""
+    """Serves one URI: `bind()`, later `start()`, `wait_closed()` once stdio ends, `stop()`.
+
+    `bind()` runs before the models load, so a port in use (or a socket path
+    that cannot be made) is reported within a second, not after minutes of
+    loading. The sockets are bound but not listening until `start()`: the
+    address stays reserved for this server (no other process can take it
+    meanwhile, as it could after a bind-and-release check), and connections
+    are refused exactly as if nothing were there, so neither Home Assistant
+    nor a health check can mistake a server still loading for a ready one.
+    Zeroconf is registered only after `start()`.
+    """
 
     def __init__(self, uri: str) -> None:
         self.uri = uri
@@ -38,7 +50,8 @@ class Listener:
         else:
             raise ValueError(f"{uri!r}: only tcp://, unix:// and stdio:// are supported")
         self.path = Path(parsed.path) if self.scheme == "unix" else None
-        self._server: asyncio.AbstractServer | None = None
+        self._sockets: list[socket.socket] = []
+        self._servers: list[asyncio.AbstractServer] = []
         self._handlers: dict[asyncio.Task, object] = {}
         self._stdio_done: asyncio.Event | None = None
 
@@ -50,17 +63,49 @@ class Listener:
             return f"tcp://{host}:{self.port}"
         return self.uri
 
+    def bind(self) -> None:
+        """Reserve the address (see the class docstring); StartupError if it is taken or not allowed."""
+        try:
+            if self.scheme == "tcp":
+                self._bind_tcp()
+            elif self.scheme == "unix":
+                assert self.path is not None
+                if self.path.is_socket():
+                    self.path.unlink()  # left over from a previous run
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                self._sockets.append(sock)
+                sock.bind(str(self.path))
+        except OSError as err:
+            self.close()
+            raise self._cannot_listen(err) from err
+
+    def _cannot_listen(self, err: OSError) -> StartupError:
+        return StartupError(f"Cannot listen on {self.uri}: {err.strerror or err}")
+
+    def _bind_tcp(self) -> None:
+        """Every address the host name stands for, as `asyncio.start_server` would bind them."""
+        for family, kind, proto, _, address in socket.getaddrinfo(
+            self.host, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        ):
+            sock = socket.socket(family, kind, proto)
+            self._sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # restarts despite TIME_WAIT
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+        self.port = self._sockets[0].getsockname()[1]  # the real one when 0 was asked for
+
     async def start(self, factory: HandlerFactory) -> None:
-        if self.scheme == "tcp":
-            self._server = await asyncio.start_server(lambda r, w: self._accept(factory, r, w), self.host, self.port)
-            self.port = self._server.sockets[0].getsockname()[1]
-        elif self.scheme == "unix":
-            assert self.path is not None
-            if self.path.is_socket():
-                self.path.unlink()  # left over from a previous run
-            self._server = await asyncio.start_unix_server(lambda r, w: self._accept(factory, r, w), str(self.path))
-        else:
+        """Accept connections on the bound sockets (or attach to stdin and stdout)."""
+        if self.scheme == "stdio":
             await self._start_stdio(factory)
+            return
+        for sock in self._sockets:
+            serve = asyncio.start_server if sock.family != socket.AF_UNIX else asyncio.start_unix_server
+            try:
+                self._servers.append(await serve(lambda r, w: self._accept(factory, r, w), sock=sock))
+            except OSError as err:  # listen() failed: another server bound the same port meanwhile
+                raise self._cannot_listen(err) from err
 
     async def _start_stdio(self, factory: HandlerFactory) -> None:
         loop = asyncio.get_running_loop()
@@ -70,7 +115,7 @@ class Listener:
         transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, stdout)
         writer = asyncio.StreamWriter(transport, protocol, None, loop)
         self._stdio_done = asyncio.Event()
-        self._accept(factory, reader, writer, peer="stdio", finish_on_eof=True)
+        self._accept(factory, reader, writer, peer="stdio", stdio=True)
 
     def _accept(
         self,
@@ -78,7 +123,7 @@ class Listener:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         peer: str = "",
-        finish_on_eof: bool = False,
+        stdio: bool = False,
     ) -> None:
         if not peer:
             name = writer.get_extra_info("peername")
@@ -92,7 +137,7 @@ class Listener:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # small events, sent at once
             except OSError:
                 pass
-        handler = factory(reader, writer, peer, finish_on_eof)
+        handler = factory(reader, writer, peer, stdio)
         task = asyncio.create_task(handler.run(), name=f"connection {peer}")
         self._handlers[task] = handler
         task.add_done_callback(self._finished)
@@ -116,9 +161,9 @@ class Listener:
         return len(self._handlers)
 
     async def stop(self, timeout: float = 5.0) -> None:
-        """Stop accepting, end every connection (their pending work is cancelled)."""
-        if self._server is not None:
-            self._server.close()
+        """Stop accepting, end every connection (each ends its requests with shutting-down)."""
+        for server in self._servers:
+            server.close()
         handlers = list(self._handlers.items())
         for _, handler in handlers:
             await handler.stop()
@@ -127,10 +172,17 @@ class Listener:
             _, pending = await asyncio.wait(tasks, timeout=timeout)
             for task in pending:
                 task.cancel()
-        if self._server is not None:
+        for server in self._servers:
             try:
-                await asyncio.wait_for(self._server.wait_closed(), timeout)
+                await asyncio.wait_for(server.wait_closed(), timeout)
             except asyncio.TimeoutError:
                 pass
+        self.close()
+
+    def close(self) -> None:
+        """Release the address, also when the server never started (a failed startup)."""
+        for sock in self._sockets:
+            sock.close()
+        self._sockets.clear()
         if self.path is not None and self.path.is_socket():
             self.path.unlink()

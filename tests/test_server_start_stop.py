@@ -1,0 +1,135 @@
+"""Start and stop: the port while models load, a signal during the first optimization, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import signal
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from wyoming.error import Error
+from wyoming.event import Event, async_read_event, async_write_event
+from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart
+
+import ha_client as ha
+
+OPTIMIZER = "wyoming_hayakoe.runtime.prepared"
+# Thousands of characters: the tiny stand-in is still speaking this when the signal comes.
+LONG_TEXT = "これはサーバーを止めるときのための、とても長い文章のテストです。" * 120
+
+
+def _children(pid: int) -> list[tuple[int, str]]:
+    """(pid, command line) of the processes whose parent is `pid`."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                found.append((int(stat.parent.name), cmdline))
+        except (OSError, IndexError, ValueError):
+            continue  # the process ended meanwhile
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Running (not merely a zombie waiting to be reaped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _first_start(standin_dir: Path, cache: Path, uri: str = "tcp://127.0.0.1:0") -> tuple[ha.ServerProcess, int]:
+    """A server optimizing its models (`cache` is empty), and the pid of its optimizer child."""
+    proc = ha.ServerProcess(standin_dir, "--load-voice", "standin-a", "--cache-dir", str(cache), uri=uri)
+    proc.start(wait_for=None)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.proc.poll() is None:
+        child = next((pid for pid, cmd in _children(proc.proc.pid) if OPTIMIZER in cmd), None)
+        if child is not None:
+            return proc, child
+        time.sleep(0.005)
+    proc.stop(signal.SIGKILL)
+    raise AssertionError(f"no optimizer child seen:\n{proc.log}")
+
+
+def test_the_port_is_held_but_refuses_connections_while_models_load(standin_dir, tmp_path):
+    with socket.socket() as probe:  # a free port (the server's own log gives it only once ready)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc, _ = _first_start(standin_dir, tmp_path / "cache", uri=f"tcp://127.0.0.1:{port}")
+    try:
+        with socket.socket() as other, pytest.raises(OSError) as caught:
+            other.bind(("127.0.0.1", port))  # held from the start: a second server fails at once
+        assert caught.value.errno == errno.EADDRINUSE
+        with pytest.raises(ConnectionRefusedError):  # not accepting yet: HA cannot take it for ready
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        assert "Listening on" not in proc.log
+        assert proc.wait_for_log("Listening on", 60), proc.log
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass
+        assert proc.stop() == 0
+    finally:
+        if proc.proc.poll() is None:
+            proc.stop(signal.SIGKILL)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_during_the_first_optimization_stops_the_optimizer_too(standin_dir, tmp_path, sig):
+    cache = tmp_path / "cache"
+    proc, child = _first_start(standin_dir, cache)
+    try:
+        code = proc.stop(sig, timeout=20)
+        assert code == 0, proc.log
+        assert not _alive(child), "the optimizer outlived the server"
+        assert [p.name for p in cache.glob(".building-*")] == []
+        assert "Listening on" not in proc.log and "Traceback" not in proc.log
+    finally:
+        if proc.proc.poll() is None:
+            proc.stop(signal.SIGKILL)
+
+
+async def _collect(reader: asyncio.StreamReader, audio: asyncio.Event) -> list[Event]:
+    """Every event until the server closes the connection; sets `audio` at the first audio-start."""
+    events = []
+    while (event := await asyncio.wait_for(async_read_event(reader), 60)) is not None:
+        events.append(event)
+        if event.type == "audio-start":
+            audio.set()
+    return events
+
+
+async def test_sigterm_ends_running_requests_with_shutting_down(standin_dir):
+    proc = ha.ServerProcess(standin_dir, "--load-voice", "standin-a", *ha.SHARED_ARGS).start()
+    try:
+        plain_reader, plain_writer = await asyncio.open_connection(proc.host, proc.port)
+        await async_write_event(Synthesize(text=LONG_TEXT).event(), plain_writer)
+        stream_reader, stream_writer = await asyncio.open_connection(proc.host, proc.port)
+        await async_write_event(SynthesizeStart().event(), stream_writer)
+        await async_write_event(SynthesizeChunk(text=LONG_TEXT).event(), stream_writer)  # no synthesize-stop yet
+        plain_audio, stream_audio = asyncio.Event(), asyncio.Event()
+        plain = asyncio.create_task(_collect(plain_reader, plain_audio))
+        streamed = asyncio.create_task(_collect(stream_reader, stream_audio))
+        await asyncio.wait_for(asyncio.gather(plain_audio.wait(), stream_audio.wait()), 60)
+
+        code = await asyncio.get_running_loop().run_in_executor(None, proc.stop, signal.SIGTERM, 20.0)
+        plain_events, stream_events = await asyncio.gather(plain, streamed)  # both end: the server closed them
+        plain_writer.close()
+        stream_writer.close()
+        assert code == 0, proc.log
+
+        types = [e.type for e in plain_events]
+        assert types[0] == "audio-start" and types[-2:] == ["error", "audio-stop"], types[-5:]
+        assert Error.from_event(plain_events[-2]).code == "shutting-down"
+        types = [e.type for e in stream_events]
+        assert types[0] == "audio-start" and types[-3:] == ["error", "audio-stop", "synthesize-stopped"], types[-5:]
+        assert Error.from_event(stream_events[-3]).code == "shutting-down"
+        assert "Shutting down" in proc.log and "Stopped" in proc.log and "Traceback" not in proc.log
+    finally:
+        if proc.proc.poll() is None:
+            proc.stop(signal.SIGKILL)
