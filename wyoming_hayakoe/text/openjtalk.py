@@ -62,9 +62,8 @@ def clean(text: str) -> str:
     return _UNSAFE_RE.sub("", text)
 
 
-def _is_kana(ch: str) -> bool:
-    # Hiragana, katakana and their extensions, half-width katakana: what
-    # OpenJTalk may join into one unknown word.
+def is_kana(ch: str) -> bool:
+    """Hiragana, katakana and their extensions, half-width katakana: what OpenJTalk may join into one unknown word."""
     return "\u3041" <= ch <= "\u30ff" or "\u31f0" <= ch <= "\u31ff" or "\uff66" <= ch <= "\uff9f"
 
 
@@ -81,7 +80,7 @@ def _piece_end(text: str, start: int) -> int:
     soft: int | None = None
     for i in range(start, len(text)):
         ch = text[i]
-        run = run + 1 if _is_kana(ch) else 0
+        run = run + 1 if is_kana(ch) else 0
         if run > MAX_KANA_RUN:
             return i
         size += widened_bytes(ch)
@@ -167,6 +166,7 @@ __all__ = [
     "check_dictionary_source",
     "clean",
     "compile_user_dictionary",
+    "is_kana",
     "label_groups",
     "pieces",
     "run_frontend",
