@@ -41,7 +41,9 @@ def how_it_ended(result: subprocess.CompletedProcess[str]) -> str:
     status = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
     last = [line[len(CURRENT):] for line in result.stdout.splitlines() if line.startswith(CURRENT)]
     tried = f"; last case tried: {last[-1][:300]}" if last else ""
-    return f"child process {status}{tried}\n--- stderr (end) ---\n{result.stderr[-4000:]}"
+    crash = result.stderr.rfind("Fatal Python error")  # faulthandler's report, among OpenJTalk's warnings
+    tail = result.stderr[crash : crash + 4000] if crash >= 0 else result.stderr[-4000:]
+    return f"child process {status}{tried}\n--- stderr ---\n{tail}"
 
 
 def assert_survives(result: subprocess.CompletedProcess[str]) -> None:
