@@ -16,9 +16,10 @@ surface
     (``SwitchBot``; spaces allowed, they are ignored) or Japanese only
     (kana, kanji, ``ー`` and ``々``).  Case matters for Latin words.  No
     digits (numbers are spelled out before the dictionary is consulted) and
-    no punctuation.
+    no punctuation.  At most 100 characters.
 reading
-    How it is said, in katakana or hiragana (``ヒュー``, ``みずほ``).
+    How it is said, in katakana or hiragana (``ヒュー``, ``みずほ``); at most
+    100 characters.
 accent
     Where the pitch falls: ``0`` for a flat word (no fall), ``n`` for a fall
     after the n-th mora (``ヒュー``: 1 is ヒ\u0305ュー).  Between 0 and the
