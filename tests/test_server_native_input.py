@@ -17,7 +17,7 @@ import pytest
 from wyoming.audio import AudioChunk
 from wyoming.client import AsyncTcpClient
 from wyoming.error import Error
-from wyoming.event import Event
+from wyoming.event import Event, async_read_event
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
 import ha_client as ha
@@ -71,6 +71,21 @@ async def test_runaway_tokens_in_a_stream(server):
     deltas = ha.llm_deltas("Hahaha" + "ha" * 1500 + "!", size=7)
     events = [SynthesizeStart().event(), *(SynthesizeChunk(text=d).event() for d in deltas), SynthesizeStop().event()]
     assert await first_answer(server, *events) in ("audio", "error")
+    await still_serving(server)
+
+
+async def test_a_lone_surrogate_is_dropped_not_fatal(server):
+    # Valid JSON, but not encodable as UTF-8: it reaches OpenJTalk as nothing.
+    reader, writer = await asyncio.open_connection(server.host, server.port)
+    writer.write('{"type": "synthesize", "data": {"text": "値段\\udfffは高い。"}}\n'.encode())
+    await writer.drain()
+    types = []
+    while not types or types[-1] not in ("audio-stop", "error"):
+        event = await asyncio.wait_for(async_read_event(reader), 60)
+        assert event is not None
+        types.append(event.type)
+    writer.close()
+    assert types[0] == "audio-start" and "audio-chunk" in types and types[-1] == "audio-stop"
     await still_serving(server)
 
 
