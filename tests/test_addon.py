@@ -379,8 +379,10 @@ class Addon:
             d.mkdir(parents=True)
         self.bashio = tmp / "bashio"
         self.bashio.write_text(BASHIO_STUB)
-        for name in ("wyoming-hayakoe", "wyoming-hayakoe-download", "python3"):
+        for name in ("wyoming-hayakoe", "wyoming-hayakoe-download", "python3", "halt"):
             (self.bin / name).write_text(RECORDER)
+        self.result_file = tmp / "container-results" / "exitcode"  # s6-overlay's exit code of the container
+        self.result_file.parent.mkdir()
         for path in (self.bashio, *self.bin.iterdir()):
             path.chmod(0o755)
 
@@ -390,7 +392,7 @@ class Addon:
         for f in ("config.json", "style_vectors.npy", synthesizer):
             (folder / f).write_bytes(b"x")
 
-    def run(self, script: Path, options: dict, fake_exit: int = 0) -> subprocess.CompletedProcess:
+    def run(self, script: Path, options: dict, fake_exit: int = 0, args: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
         (self.tmp / "options.json").write_text(json.dumps(options))
         env = {
             **os.environ,
@@ -404,9 +406,11 @@ class Addon:
             "HAYAKOE_ADDON_DATA_DIR": str(self.data),
             "HAYAKOE_SHARE_ROOT": str(self.share_root),
             "HAYAKOE_SHARE_DIR": str(self.share),
+            "HAYAKOE_S6_HALT": str(self.bin / "halt"),
+            "HAYAKOE_S6_RESULT_FILE": str(self.result_file),
         }
         env.pop("HF_HUB_OFFLINE", None)
-        return subprocess.run([str(self.bashio), str(script)], env=env, capture_output=True, text=True, timeout=60)
+        return subprocess.run([str(self.bashio), str(script), *args], env=env, capture_output=True, text=True, timeout=60)
 
     def recorded(self, command: str) -> tuple[list[str], str] | None:
         path = self.records / command
@@ -680,6 +684,71 @@ def test_discovery_announces_the_hostname(tmp_path):
     assert message["service"] == "wyoming"
     hostname = subprocess.run(["bash", "-c", "echo $HOSTNAME"], capture_output=True, text=True).stdout.strip()
     assert message["config"] == {"uri": f"tcp://{hostname}:10200"}
+
+
+def finish(addon: Addon, code: int, signal: int = 0, earlier_result: str | None = None) -> subprocess.CompletedProcess:
+    """The finish script as s6 runs it: exit code (256: killed by a signal) and signal number."""
+    if earlier_result is not None:
+        addon.result_file.write_text(earlier_result + "\n")
+    return addon.run(FINISH_SCRIPT, OPTIONS, args=(str(code), str(signal)))
+
+
+def container_result(addon: Addon) -> str | None:
+    return addon.result_file.read_text().strip() if addon.result_file.exists() else None
+
+
+@needs_bash
+def test_finish_after_a_clean_exit(tmp_path):
+    addon = Addon(tmp_path)
+    result = finish(addon, 0)
+    assert result.returncode == 0, result.stderr
+    assert "HayaKoe stopped" in result.stderr
+    assert addon.recorded("halt") is None and container_result(addon) is None
+
+
+@needs_bash
+def test_finish_after_sigterm_takes_the_container_down_quietly(tmp_path):
+    addon = Addon(tmp_path)
+    result = finish(addon, 256, 15)
+    assert result.returncode == 0, result.stderr
+    assert "HayaKoe stopped" in result.stderr and "ERROR" not in result.stderr
+    assert addon.recorded("halt") is not None
+    assert container_result(addon) is None, "a stop is not a failure"
+
+
+@needs_bash
+@pytest.mark.parametrize(("signal", "name"), [(11, "SIGSEGV"), (6, "SIGABRT"), (9, "SIGKILL"), (7, "SIGBUS")])
+def test_finish_after_a_crash_lets_s6_restart_the_server(tmp_path, signal, name):
+    addon = Addon(tmp_path)
+    result = finish(addon, 256, signal)
+    assert result.returncode == 0, result.stderr  # s6 starts the service again
+    assert f"ERROR HayaKoe crashed (signal {signal}, {name}); restarting" in result.stderr
+    assert addon.recorded("halt") is None, "a crash must not take the add-on down"
+    assert container_result(addon) is None
+
+
+@needs_bash
+def test_finish_after_an_error_exit_halts_with_that_code(tmp_path):
+    addon = Addon(tmp_path)
+    result = finish(addon, 2)
+    assert "ERROR HayaKoe exited with status 2" in result.stderr
+    assert addon.recorded("halt") is not None
+    assert container_result(addon) == "2"
+
+
+@needs_bash
+def test_finish_keeps_the_first_failure(tmp_path):
+    addon = Addon(tmp_path)
+    finish(addon, 1, earlier_result="3")
+    assert addon.recorded("halt") is not None
+    assert container_result(addon) == "3"
+
+
+def test_finish_script_paths_are_s6_overlays():
+    # The tests move halt and the result file; in the add-on they are s6-overlay's.
+    text = FINISH_SCRIPT.read_text()
+    assert 'result_file="${HAYAKOE_S6_RESULT_FILE:-/run/s6-linux-init-container-results/exitcode}"' in text
+    assert 'halt="${HAYAKOE_S6_HALT:-/run/s6/basedir/bin/halt}"' in text
 
 
 # -------------------------------------------------------------- Dockerfile --

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import os
 import sys
@@ -113,7 +114,12 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 
 def run_cli(main: Callable[[], int]) -> NoReturn:
-    """Exit with main()'s code; a Ctrl-C ends quietly."""
+    """Exit with main()'s code; a Ctrl-C ends quietly.
+
+    faulthandler is on: should native code crash the process anyway, the
+    log (standard error) still says which signal and where in Python.
+    """
+    faulthandler.enable()
     try:
         sys.exit(main())
     except KeyboardInterrupt:

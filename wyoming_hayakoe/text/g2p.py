@@ -29,8 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pyopenjtalk
-
+from . import openjtalk
 from .mora import LONG_MARK, VOWELS, NotKatakana, reading_to_phonemes
 from .normalize import replace_punctuation
 from .symbols import PAD, PUNCTUATION_SET, PUNCTUATIONS
@@ -284,7 +283,7 @@ def _word2ph(words: Sequence[str], word_phones: Sequence[Sequence[str]], tokeniz
 def word_split(norm_text: str, features: Sequence[dict[str, Any]] | None = None) -> list[str]:
     """The word split of ``norm_text``; joined, it is the BERT input text."""
     if features is None:
-        features = pyopenjtalk.run_frontend(norm_text)
+        features = openjtalk.run_frontend(norm_text)
     return _split_words(norm_text, features)[0]
 
 
@@ -303,9 +302,10 @@ def analyze(norm_text: str, tokenize: Tokenize, *, use_jp_extra: bool = True) ->
     Raises:
         UnpronounceableText: where HayaKoe's ``g2p`` raises.
     """
-    features = pyopenjtalk.run_frontend(norm_text)
-
-    accent = _accent_phones(_prosody_stream(pyopenjtalk.make_label(features)))
+    features = openjtalk.run_frontend(norm_text)
+    # One group for any sentence of normal length; a longer text gets its
+    # accent phrases group by group (see openjtalk.label_groups).
+    accent = [pair for labels in openjtalk.label_groups(features) for pair in _accent_phones(_prosody_stream(labels))]
 
     words, readings = _split_words(norm_text, features)
     try:

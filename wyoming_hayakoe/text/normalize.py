@@ -38,9 +38,9 @@ import unicodedata
 from collections.abc import Iterable
 from functools import lru_cache
 
-import pyopenjtalk
 from num2words import num2words
 
+from . import openjtalk
 from .symbols import PUNCTUATIONS
 
 # --- punctuation ----------------------------------------------------------
@@ -126,7 +126,7 @@ def native_reading(word: str) -> str | None:
     analysis is tagged ``フィラー``, which means it would be spelled out)
     or when the reading is empty.
     """
-    analysis = pyopenjtalk.run_frontend(word)
+    analysis = openjtalk.run_frontend(word)
     if any(node["pos"] == _UNKNOWN_WORD_POS for node in analysis):
         return None
     reading = "".join(node["pron"] for node in analysis if node["pron"])

@@ -58,6 +58,9 @@ _SMALL_UNITS = ((1000, "千"), (100, "百"), (10, "十"))
 _LARGE_UNITS = ((10**12, "兆"), (10**8, "億"), (10**4, "万"))
 #: Largest integer spelled as a number; longer digit strings are read digit by digit.
 MAX_SPELLED = 10**16 - 1
+#: Most digits of a number read as a number (Python refuses to convert
+#: strings of more than 4,300 digits to int at all).
+_MAX_NUMBER_DIGITS = len(str(MAX_SPELLED))
 
 #: Digit names for digit-by-digit reading (phone numbers, codes): lengthened
 #: ニー and ゴー as in speech.
@@ -111,8 +114,8 @@ def spell_number(integer: str, fraction: str | None = None) -> str:
     integer = integer.replace(",", "")
     if len(integer) > 1 and integer.startswith("0") and not fraction:
         return spell_digits(integer)
-    value = int(integer)
-    if value > MAX_SPELLED:
+    value = int(integer) if len(integer) <= _MAX_NUMBER_DIGITS else None
+    if value is None or value > MAX_SPELLED:
         words = spell_digits(integer)
     elif value == 0 and fraction:
         words = "零"  # 0.5 → 零点五 (れいてんご)
@@ -209,6 +212,9 @@ def spell_letters(word: str) -> str:
 
 
 _KATAKANA_RE = re.compile(r"[\u30a1-\u30fa\u30fc]+")
+#: Letters of the longest run read as a word; a longer one is no English word
+#: (``hahahaha…``, ``eeee…``) and is spelled out letter by letter.
+MAX_WORD_LETTERS = 40
 
 
 class EnglishReader:
@@ -249,7 +255,7 @@ class EnglishReader:
         cached = self._cache.get(word)
         if cached is None:
             cached = self._read_uncached(word)
-            if len(self._cache) < 20000:
+            if len(self._cache) < 20000 and len(word) <= MAX_WORD_LETTERS:
                 self._cache[word] = cached
         return cached
 
@@ -260,7 +266,7 @@ class EnglishReader:
         if found is not None:
             return found
         if "-" in word or "'" in word:
-            native = _native_reading(word)
+            native = _native_reading(word) if len(word) <= MAX_WORD_LETTERS else None
             if native is not None:
                 return native
             parts = [p for p in re.split(r"[-']", word) if p]
@@ -269,7 +275,7 @@ class EnglishReader:
                 return self._read_part(word.replace("'", ""))
             return "".join(self.read(p) for p in parts)
         parts = _CAMEL_RE.split(word)
-        if len(parts) > 1 and _native_reading(word) is None:
+        if len(parts) > 1 and (len(word) > MAX_WORD_LETTERS or _native_reading(word) is None):
             return "".join(self.read(p) for p in parts if p)
         return self._read_part(word)
 
@@ -279,6 +285,8 @@ class EnglishReader:
             return found
         if len(word) == 1:
             return LETTER_NAMES[word.upper()]
+        if len(word) > MAX_WORD_LETTERS:
+            return spell_letters(word)
         is_caps = word.isupper()
         native = _native_reading(word)
         if is_caps and len(word) <= 4:
@@ -315,9 +323,9 @@ _CAMEL_RE = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 @lru_cache(maxsize=8192)
 def _native_reading(word: str) -> str | None:
     """OpenJTalk's own reading of ``word`` if its dictionary has it as one word."""
-    import pyopenjtalk
+    from . import openjtalk
 
-    nodes = pyopenjtalk.run_frontend(word)
+    nodes = openjtalk.run_frontend(word)
     if len(nodes) != 1:
         return None
     node = nodes[0]
@@ -536,7 +544,7 @@ _HOUR_MERIDIEM_RE = re.compile(r"(?<![\d:.])(\d{1,2})[ \t]*([AaPp])\.?[Mm]\.?(?!
 # and up to two more capitalised words), 1PM is a model, not a clock time.
 _BRAND_BEFORE_RE = re.compile(r"(?<![A-Za-z0-9])([A-Z][A-Za-z]*)(?:[ \t]+[A-Z][A-Za-z]*){0,2}[ \t]+$")
 _HMS_RE = re.compile(
-    r"(?<![A-Za-z0-9.])(?:(\d+)[ \t]*(?:h|hr|hrs|hours?)[ \t]*)?(?:(\d+)[ \t]*(?:m|min|mins|minutes?)[ \t]*)?(?:(\d+)[ \t]*(?:s|sec|secs|seconds?))?(?![A-Za-z])"
+    r"(?<![A-Za-z0-9.])(?:(\d{1,16})[ \t]*(?:h|hr|hrs|hours?)[ \t]*)?(?:(\d{1,16})[ \t]*(?:m|min|mins|minutes?)[ \t]*)?(?:(\d{1,16})[ \t]*(?:s|sec|secs|seconds?))?(?![A-Za-z])"
 )
 _EN_DATE_RE = re.compile(
     r"\b(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.?[ \t]+(\d{1,2})(?:st|nd|rd|th)?(?:,?[ \t]+(\d{4}))?\b"
@@ -689,7 +697,7 @@ _COUNTER_FIXES = (
     # 9分 くぶ, 10分 じゅうぶん; OpenJTalk gets 十分後 and 十分間 right.
     (re.compile(r"(?<![\d.,])(9|10)分(後|間)?"), lambda m: ("十分" if m.group(1) == "10" and m.group(2) else _minutes(int(m.group(1)))) + (m.group(2) or "")),
     # 三件 さんげん, 三千件 さんぜんげん.
-    (re.compile(r"(?<![\d.,])(\d+)件"), lambda m: _ken(int(m.group(1)))),
+    (re.compile(r"(?<![\d.,])(\d{1,16})件"), lambda m: _ken(int(m.group(1)))),
     (re.compile(r"(?<![\d.,])1箱"), lambda m: "ひと箱"),
     (re.compile(r"(?<![\d.,])20歳"), lambda m: "はたち"),
 )
@@ -716,16 +724,17 @@ def _quantity(m: re.Match[str]) -> str:
         words = "プラス" + words
     elif sign == "±":
         words = "プラスマイナス" + words
+    integer = int(number.replace(",", "")) if "." not in number and len(number) <= _MAX_NUMBER_DIGITS else None
     if unit:
         prefix, reading = UNITS[unit]
         if prefix and prefix in m.string[max(0, m.start() - 4) : m.start()]:
             prefix = ""  # 時速40km/h: said once
-        if unit in ("min", "mins", "minute", "minutes") and "." not in number:
+        if unit in ("min", "mins", "minute", "minutes") and integer is not None:
             reading = ""
-            words = _minutes(int(number.replace(",", "")))
+            words = _minutes(integer)
         words = words + reading
     if m.group("nth"):
-        n = int(number.replace(",", "")) if "." not in number else 0
+        n = integer or 0
         words = _ORDINALS_EN.get(n) or (words + "番目")
     if currency:
         words += _CURRENCY_PREFIX[currency]
@@ -847,14 +856,14 @@ def _sub_misread_words(line: str) -> str:
     """Rewrite the words of :data:`MISREAD_WORDS` where OpenJTalk splits ``line`` that way."""
     if not any(ch in line for ch in _MISREAD_CHARS):
         return line
-    import pyopenjtalk
+    from . import openjtalk
 
     # OpenJTalk widens Latin letters and symbols and drops control
     # characters, but passes kanji through: the k-th 値 of its words is the
-    # k-th 値 of the line.
+    # k-th 値 of the line (also when a long line is analysed in pieces).
     positions = {ch: [i for i, c in enumerate(line) if c == ch] for ch in _MISREAD_CHARS}
     seen = dict.fromkeys(_MISREAD_CHARS, 0)
-    words = [(n["string"], n["pron"].replace("’", "")) for n in pyopenjtalk.run_frontend(line)]
+    words = [(n["string"], n["pron"].replace("’", "")) for n in openjtalk.run_frontend(line)]
     edits: list[tuple[int, int, str]] = []
     for i, (surface, _) in enumerate(words):
         for run, (replacement, unless_followed_by) in MISREAD_WORDS.items():
@@ -1072,8 +1081,7 @@ def katakana_reading(
     pronunciation (accent marks removed).  Pauses show as ``、``, sentence
     ends as ``。`` (or ``？ ！``), unless ``punctuation`` is False.
     """
-    import pyopenjtalk
-
+    from . import openjtalk
     from .normalize import normalize_text
     from .sentences import split_sentences
 
@@ -1086,7 +1094,7 @@ def katakana_reading(
             continue
         if punctuation and out and out[-1] not in "、。！？":
             out.append("。")
-        for node in pyopenjtalk.run_frontend(normalized):
+        for node in openjtalk.run_frontend(normalized):
             if node["pos"] == "記号":
                 mark = _PUNCTUATION_READING.get(node["string"], "")
                 if punctuation and mark and not (out and out[-1] in "、。！？"):

@@ -16,9 +16,10 @@ surface
     (``SwitchBot``; spaces allowed, they are ignored) or Japanese only
     (kana, kanji, ``ー`` and ``々``).  Case matters for Latin words.  No
     digits (numbers are spelled out before the dictionary is consulted) and
-    no punctuation.
+    no punctuation.  At most 100 characters.
 reading
-    How it is said, in katakana or hiragana (``ヒュー``, ``みずほ``).
+    How it is said, in katakana or hiragana (``ヒュー``, ``みずほ``); at most
+    100 characters.
 accent
     Where the pitch falls: ``0`` for a flat word (no fall), ``n`` for a fall
     after the n-th mora (``ヒュー``: 1 is ヒ\u0305ュー).  Between 0 and the
@@ -65,6 +66,10 @@ _KATAKANA_RE = re.compile(r"[ァ-ヴー]+")
 _LATIN_SURFACE_RE = re.compile(r"[A-Za-z]+(?: [A-Za-z]+)*")
 _JAPANESE_SURFACE_RE = re.compile(r"[\u3041-\u3096\u30a1-\u30fa\u30fc\u4e00-\u9fff\u3400-\u4dbf々〆ヶ]+")
 _FIELD_SPLIT_RE = re.compile(r"\t|,")
+#: Longest surface and reading: far beyond any real word, and well within
+#: what OpenJTalk can hold in one word (see openjtalk.py).
+MAX_SURFACE_CHARS = 100
+MAX_READING_CHARS = 100
 
 
 class UserDictionaryError(ValueError):
@@ -113,6 +118,8 @@ def to_katakana(text: str) -> str:
 def _check_surface(surface: str) -> str | None:
     if not surface:
         return "the surface (first field) is empty"
+    if len(surface) > MAX_SURFACE_CHARS:
+        return f"the surface is {len(surface)} characters long; at most {MAX_SURFACE_CHARS}"
     if any(ch.isdigit() for ch in surface):
         return f"surface {surface!r} contains a digit; numbers are spelled out before the dictionary is used, so it would never match"
     if surface.isascii():
@@ -131,6 +138,8 @@ def _check_surface(surface: str) -> str | None:
 def _check_reading(reading: str) -> str | None:
     if not reading:
         return "the reading (second field) is empty"
+    if len(reading) > MAX_READING_CHARS:
+        return f"the reading is {len(reading)} characters long; at most {MAX_READING_CHARS}"
     if not _KATAKANA_RE.fullmatch(reading):
         bad = sorted({ch for ch in reading if not _KATAKANA_RE.fullmatch(ch)})
         return f"reading {reading!r} must be katakana or hiragana only (found {''.join(bad)!r})"
@@ -317,28 +326,23 @@ class UserDictionary:
 
     def compile(self, out_dir: str | Path) -> Path:
         """Write ``user.csv`` and compile it to ``user.dic`` in ``out_dir``."""
-        import pyopenjtalk
+        from . import openjtalk
 
         out_dir = Path(out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
         csv_path = out_dir / "user.csv"
         dic_path = out_dir / "user.dic"
-        with pyopenjtalk._global_jtalk():  # make sure the system dictionary is unpacked
-            pass
-        dict_dir = pyopenjtalk.OPEN_JTALK_DICT_DIR
-        if isinstance(dict_dir, bytes):
-            dict_dir = dict_dir.decode()
-        csv_path.write_text(self.mecab_csv(_proper_noun_id(dict_dir)), encoding="utf-8")
+        csv_path.write_text(self.mecab_csv(_proper_noun_id(openjtalk.system_dictionary_dir())), encoding="utf-8")
         try:
             with _stdout_to_stderr():  # mecab_dict_index reports progress on stdout
-                pyopenjtalk.mecab_dict_index(str(csv_path), str(dic_path))
-        except RuntimeError as exc:
+                openjtalk.compile_user_dictionary(csv_path, dic_path)
+        except (RuntimeError, ValueError) as exc:
             raise UserDictionaryError(f"cannot compile user dictionary {self.source!r}: {exc}") from None
         return dic_path
 
     def apply(self) -> None:
         """Compile and install into pyopenjtalk's global OpenJTalk (global state!)."""
-        import pyopenjtalk
+        from . import openjtalk
 
         if not self.entries:
             logger.info("User dictionary %s is empty; nothing to apply", self.source)
@@ -347,12 +351,14 @@ class UserDictionary:
             self._compiled_dir = tempfile.mkdtemp(prefix="wyoming-hayakoe-dict-")
             atexit.register(shutil.rmtree, self._compiled_dir, True)
         dic_path = self.compile(self._compiled_dir)
-        pyopenjtalk.update_global_jtalk_with_user_dict(str(dic_path))
+        openjtalk.use_user_dictionary(dic_path)
         logger.info("Applied user dictionary %s (%d words)", self.source, len(self.entries))
 
 
 __all__ = [
     "DEFAULT_PRIORITY",
+    "MAX_READING_CHARS",
+    "MAX_SURFACE_CHARS",
     "DictionaryEntry",
     "UserDictionary",
     "UserDictionaryError",
