@@ -13,7 +13,7 @@ from wyoming_hayakoe.engine.engine import MAX_SENTENCE_CHARS, Engine
 from wyoming_hayakoe.engine.settings import SynthesisSettings
 from wyoming_hayakoe.worker import Scheduler
 from wyoming_hayakoe.engine.speech import Speech, play
-from wyoming_hayakoe.server.speech import AudioOut
+from wyoming_hayakoe.server.audio import AudioOut
 
 VOICE = "standin-a"
 QUIET = SynthesisSettings(noise_scale=0.0, noise_w_scale=0.0)

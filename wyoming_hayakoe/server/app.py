@@ -9,15 +9,16 @@ import time
 from functools import partial
 
 from ..engine.engine import Engine
+from ..engine.settings import SynthesisSettings
 from ..engine.speech import warm_up
 from ..runtime.prepared import PreparationError
-from ..engine.settings import SynthesisSettings
 from ..store import MissingModelFiles
+from ..worker import Scheduler
 from .config import ServerConfig, StartupError, VoiceSelection, ensure_voices
-from .handler import HayakoeHandler, ServerOptions, Service
+from .handler import HayakoeHandler
 from .info import voice_card
 from .listener import Listener
-from ..worker import Scheduler
+from .service import ServerOptions, Service
 from .zeroconf import ZeroconfAdvertiser, advertised_address, default_service_name
 
 _LOGGER = logging.getLogger(__name__)

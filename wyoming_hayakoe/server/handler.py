@@ -24,194 +24,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field, replace
-from typing import AsyncIterator, Awaitable, Callable
+from typing import Awaitable, Callable
 
-from wyoming.error import Error
 from wyoming.event import Event, async_write_event
 from wyoming.info import Describe
 from wyoming.ping import Ping, Pong
-from wyoming.tts import (
-    Synthesize,
-    SynthesizeChunk,
-    SynthesizeStart,
-    SynthesizeStop,
-    SynthesizeStopped,
-    SynthesizeVoice,
-)
+from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
 
-from ..engine.engine import MAX_SENTENCE_CHARS, Engine
-from ..engine.speech import Speech, SpeechResult, play
 from ..engine.settings import SynthesisSettings
-from ..store import InvalidVoiceName
-from ..text.readings import safe_to_split
+from ..engine.speech import Speech, play
+from ..worker import Lane, LaneClosed
+from .audio import AudioOut
 from .events import BadEvent, read_event
-from .info import StyleNotAvailable, VoiceCard, VoiceNotAvailable, build_info, resolve_voice
-from ..worker import Busy, Lane, LaneClosed, Scheduler, SchedulerClosed
-from .sentence_stream import SentenceStream
-from .speech import AudioOut
+from .requests import Codes, RequestError, internal_error, nothing_spoken, shutting_down, text_of, voice_of
+from .service import Service
+from .streaming import END, Stream, StreamFailed
 
 _LOGGER = logging.getLogger(__name__)
-
-
-class Codes:
-    """The `code` of every `error` event this server sends."""
-
-    EMPTY_TEXT = "empty-text"
-    UNKNOWN_VOICE = "unknown-voice"
-    UNKNOWN_STYLE = "unknown-style"
-    INVALID_VOICE_NAME = "invalid-voice-name"
-    TEXT_TOO_LONG = "text-too-long"
-    UNPRONOUNCEABLE = "unpronounceable"
-    BUSY = "busy"
-    BAD_REQUEST = "bad-request"
-    SHUTTING_DOWN = "shutting-down"
-    INTERNAL = "internal"
-
-
-class RequestError(Exception):
-    """A request that is answered with an `error` event."""
-
-    def __init__(self, code: str, text: str) -> None:
-        super().__init__(text)
-        self.code = code
-        self.text = text
-
-    def event(self) -> Event:
-        return Error(text=self.text, code=self.code).event()
-
-
-@dataclass(frozen=True)
-class ServerOptions:
-    """Behaviour knobs that come from the command line."""
-
-    default_voice: str
-    settings: SynthesisSettings = field(default_factory=SynthesisSettings)
-    samples_per_chunk: int = 1024
-    streaming: bool = True
-    max_text_length: int = 10_000
-    max_sentence_length: int = MAX_SENTENCE_CHARS  # streamed text; `Engine.synthesize` bounds whole texts alike
-
-    @property
-    def max_data_bytes(self) -> int:
-        # JSON may spend up to 12 bytes on one character (a \uXXXX\uXXXX surrogate pair).
-        return max(1 << 20, self.max_text_length * 12 + (1 << 16))
-
-
-class Service:
-    """What every connection shares: engine, scheduler, options and the Info answer."""
-
-    def __init__(self, engine: Engine, scheduler: Scheduler, options: ServerOptions, cards: dict[str, VoiceCard]) -> None:
-        self.engine = engine
-        self.scheduler = scheduler
-        self.options = options
-        self.cards = cards
-        self.info_event = build_info(cards.values(), options.streaming, options.default_voice).event()
-
-    # -- request checks (fast; on the event loop) --------------------------------
-
-    def settings_for(self, voice: SynthesizeVoice | None) -> tuple[str, SynthesisSettings]:
-        """The voice name and settings of a request; RequestError if they are not usable."""
-        name = voice.name if voice is not None else None
-        speaker = voice.speaker if voice is not None else None
-        try:
-            voice_name, style = resolve_voice(self.cards, self.options.default_voice, name, speaker)
-        except InvalidVoiceName as err:
-            raise RequestError(Codes.INVALID_VOICE_NAME, str(err)) from None
-        except VoiceNotAvailable as err:
-            raise RequestError(Codes.UNKNOWN_VOICE, str(err)) from None
-        except StyleNotAvailable as err:
-            raise RequestError(Codes.UNKNOWN_STYLE, str(err)) from None
-        return voice_name, replace(self.options.settings, style=style)
-
-    def check_length(self, length: int) -> None:
-        limit = self.options.max_text_length
-        if length > limit:
-            raise RequestError(
-                Codes.TEXT_TOO_LONG, f"Text is too long: {length} characters, the limit is {limit} (--max-text-length)"
-            )
-
-    def open_lane(self, label: str) -> Lane:
-        try:
-            return self.scheduler.open_lane(label)
-        except Busy as err:
-            raise RequestError(Codes.BUSY, str(err)) from None
-        except SchedulerClosed as err:
-            raise RequestError(Codes.SHUTTING_DOWN, str(err)) from None
-
-
-def _voice_of(data: dict) -> SynthesizeVoice | None:
-    """The `voice` of a synthesize/synthesize-start event, checked for type."""
-    raw = data.get("voice")
-    if raw is None:
-        return None
-    if not isinstance(raw, dict):
-        raise RequestError(Codes.BAD_REQUEST, "'voice' must be an object like {\"name\": ..., \"speaker\": ...}")
-    for key in ("name", "speaker", "language"):
-        if raw.get(key) is not None and not isinstance(raw[key], str):
-            raise RequestError(Codes.BAD_REQUEST, f"'voice.{key}' must be a string")
-    return SynthesizeVoice(name=raw.get("name"), speaker=raw.get("speaker"), language=raw.get("language"))
-
-
-def _text_of(data: dict, event_type: str) -> str:
-    text = data.get("text")
-    if not isinstance(text, str):
-        raise RequestError(Codes.BAD_REQUEST, f"'{event_type}' needs a 'text' string")
-    return text
-
-
-_END = object()
-
-
-class _StreamFailed(Exception):
-    def __init__(self, error: "RequestError") -> None:
-        super().__init__(error.text)
-        self.error = error
-
-
-class _Stream:
-    """A synthesize-start … synthesize-stop request while its text is arriving."""
-
-    def __init__(self, service: Service, label: str) -> None:
-        self.label = label
-        self.segmenter = SentenceStream(service.options.max_sentence_length, can_split=safe_to_split)
-        self.queue: asyncio.Queue = asyncio.Queue()  # sentences, then _END; a RequestError on failure
-        self.length = 0
-        self.failed = False
-        self.lane: Lane | None = None
-        self.speech: Speech | None = None
-        self.voice = ""
-
-    def fail(self, error: RequestError) -> None:
-        """Report `error` (once) and drop the rest of this stream's work."""
-        if self.failed:
-            return
-        self.failed = True
-        self.queue.put_nowait(error)
-        if self.lane is not None:
-            self.lane.close()
-
-    def add(self, sentences: list[str]) -> None:
-        if not self.failed:
-            for sentence in sentences:
-                self.queue.put_nowait(sentence)
-
-    async def sentences(self) -> AsyncIterator[str]:
-        """The sentences as they complete; raises _StreamFailed if the stream fails."""
-        while True:
-            item = await self.queue.get()
-            if item is _END:
-                return
-            if isinstance(item, RequestError):
-                raise _StreamFailed(item)
-            yield item
-
-    async def error(self) -> RequestError | None:
-        """After a failure: the error, once it is queued (it always is, by `fail`)."""
-        while True:
-            item = await self.queue.get()
-            if isinstance(item, RequestError):
-                return item
 
 
 class HayakoeHandler:
@@ -232,7 +61,7 @@ class HayakoeHandler:
         self.peer = peer or "client"
         self._tail: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
-        self._stream: _Stream | None = None
+        self._stream: Stream | None = None
         self._requests = 0
         self._running = True
         self._read: asyncio.Future | None = None  # the event being read
@@ -285,7 +114,7 @@ class HayakoeHandler:
         """
         self._stop_reading()
         if self._stream is not None:
-            self._end_stream_input(_shutting_down())
+            self._end_stream_input(shutting_down())
         for lane in list(self._lanes):
             lane.close()
 
@@ -325,7 +154,7 @@ class HayakoeHandler:
             except Exception:  # a bug: log it, tell the client, keep the server up
                 _LOGGER.exception("%s: response failed", self.peer)
                 try:
-                    await self.write_event(_internal_error().event())
+                    await self.write_event(internal_error().event())
                 except (ConnectionError, OSError):
                     pass
             finally:
@@ -368,7 +197,7 @@ class HayakoeHandler:
 
         self._respond(send)
 
-    async def _end(self, label: str, out: AudioOut | None, error: RequestError | None, stream: _Stream | None = None) -> None:
+    async def _end(self, label: str, out: AudioOut | None, error: RequestError | None, stream: Stream | None = None) -> None:
         """How every synthesis request ends: its last events, always in this order.
 
         1. `error`, if the request failed. It goes out *before* the
@@ -396,7 +225,7 @@ class HayakoeHandler:
         if stream is not None:
             while not stream.queue.empty() or self._stream is stream:
                 # The rest of a failed stream: wait for its synthesize-stop.
-                if await stream.queue.get() is _END:
+                if await stream.queue.get() is END:
                     break
             await self.write_event(SynthesizeStopped().event())
         elif error is not None and not self.stdio:
@@ -451,8 +280,8 @@ class HayakoeHandler:
         if self._stream is not None:
             return  # the full text HA sends inside a stream, for old servers: ignored
         service = self.service
-        text = _text_of(event.data, "synthesize")  # malformed: bad-request, the connection stays
-        voice = _voice_of(event.data)
+        text = text_of(event.data, "synthesize")  # malformed: bad-request, the connection stays
+        voice = voice_of(event.data)
         label = self._next_label("synthesize")
         try:
             voice_name, settings = service.settings_for(voice)
@@ -473,14 +302,14 @@ class HayakoeHandler:
         error: RequestError | None = None
         try:
             await play(speech, speech.text(text), out, lane.run)
-            error = _nothing_spoken(speech.result)
+            error = nothing_spoken(speech.result)
         except LaneClosed:  # only `stop` closes the lane of a running synthesize
-            error = _shutting_down()
+            error = shutting_down()
         except (ConnectionError, OSError):
             raise  # the client is gone (handled by the caller)
         except Exception:  # a bug: answer, and still end the request properly
             _LOGGER.exception("%s: synthesis failed", label)
-            error = _internal_error()
+            error = internal_error()
         await self._end(label, out, error)
         if error is None:
             _log_done(label, f"{voice_name}/{settings.style}", len(text), speech, out)
@@ -493,10 +322,10 @@ class HayakoeHandler:
             self._on_synthesize_stop()
         service = self.service
         label = self._next_label("stream")
-        stream = _Stream(service, label)
+        stream = Stream(service, label)
         self._stream = stream
         try:
-            voice_name, settings = service.settings_for(_voice_of(event.data))
+            voice_name, settings = service.settings_for(voice_of(event.data))
             stream.voice = f"{voice_name}/{settings.style}"
             stream.speech = Speech(service.engine, voice_name, settings, label)
             stream.lane = service.open_lane(label)
@@ -512,7 +341,7 @@ class HayakoeHandler:
         if stream.failed:
             return
         try:
-            text = _text_of(event.data, "synthesize-chunk")
+            text = text_of(event.data, "synthesize-chunk")
             stream.length += len(text)
             self.service.check_length(stream.length)
         except RequestError as err:
@@ -529,7 +358,7 @@ class HayakoeHandler:
         self._stream = None
         if not stream.failed:
             stream.add(stream.segmenter.finish())
-        stream.queue.put_nowait(_END)
+        stream.queue.put_nowait(END)
 
     def _end_stream_input(self, error: RequestError) -> None:
         """No more text will come for the open stream: it fails with `error`."""
@@ -537,7 +366,7 @@ class HayakoeHandler:
         self._stream.fail(error)
         self._on_synthesize_stop()
 
-    async def _stream_out(self, stream: _Stream) -> None:
+    async def _stream_out(self, stream: Stream) -> None:
         error: RequestError | None = None
         out: AudioOut | None = None
         if stream.failed or stream.speech is None or stream.lane is None:
@@ -548,34 +377,20 @@ class HayakoeHandler:
             try:
                 async for sentence in stream.sentences():
                     await play(speech, speech.sentence(sentence), out, lane.run)
-                error = _nothing_spoken(speech.result)
-            except _StreamFailed as failed:
+                error = nothing_spoken(speech.result)
+            except StreamFailed as failed:
                 error = failed.error
             except LaneClosed:  # the stream failed, or `stop` closed the lane of one fully read
-                error = await stream.error() if stream.failed else _shutting_down()
+                error = await stream.error() if stream.failed else shutting_down()
             except (ConnectionError, OSError):
                 raise  # the client is gone (handled by the caller)
             except Exception:  # a bug: answer, and still end the stream properly
                 _LOGGER.exception("%s: synthesis failed", stream.label)
-                stream.fail(_internal_error())
+                stream.fail(internal_error())
                 error = await stream.error()
         await self._end(stream.label, out, error, stream)
         if out is not None and stream.speech is not None and error is None:
             _log_done(stream.label, stream.voice, stream.length, stream.speech, out)
-
-
-def _nothing_spoken(result: SpeechResult) -> RequestError | None:
-    """The error for a request that made no sound at all (None if it did, or was asked nothing)."""
-    failure = result.failure()
-    return RequestError(Codes.UNPRONOUNCEABLE, failure) if failure is not None else None
-
-
-def _shutting_down() -> RequestError:
-    return RequestError(Codes.SHUTTING_DOWN, "The server is shutting down")
-
-
-def _internal_error() -> RequestError:
-    return RequestError(Codes.INTERNAL, "Internal server error (see the server log)")
 
 
 def _log_done(label: str, voice: str, chars: int, speech: Speech, out: AudioOut) -> None:

@@ -8,15 +8,23 @@ import os
 import socket
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Protocol
 from urllib.parse import urlparse
 
 from .config import StartupError
 
 _LOGGER = logging.getLogger(__name__)
 
-#: Called with (reader, writer, peer, stdio) and returns an object with `run()` and `stop()` coroutines.
-HandlerFactory = Callable[[asyncio.StreamReader, asyncio.StreamWriter, str], object]
+class ConnectionHandler(Protocol):
+    """Serves one connection until it ends (`run`), or until the server stops it (`stop`)."""
+
+    async def run(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+#: Called with (reader, writer, peer, stdio) for each connection.
+HandlerFactory = Callable[[asyncio.StreamReader, asyncio.StreamWriter, str, bool], ConnectionHandler]
 
 
 class Listener:
@@ -52,7 +60,7 @@ class Listener:
         self.path = Path(parsed.path) if self.scheme == "unix" else None
         self._sockets: list[socket.socket] = []
         self._servers: list[asyncio.AbstractServer] = []
-        self._handlers: dict[asyncio.Task, object] = {}
+        self._handlers: dict[asyncio.Task, ConnectionHandler] = {}
         self._stdio_done: asyncio.Event | None = None
 
     @property
