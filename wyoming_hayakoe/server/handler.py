@@ -42,6 +42,8 @@ from .streaming import END, Stream, StreamFailed
 
 _LOGGER = logging.getLogger(__name__)
 
+LINGER_S = 5.0  # seconds a hung-up connection waits for the client to close its side
+
 
 class HayakoeHandler:
     """Reads events from one client and answers them (see module docstring)."""
@@ -63,7 +65,8 @@ class HayakoeHandler:
         self._tasks: set[asyncio.Task] = set()
         self._stream: Stream | None = None
         self._requests = 0
-        self._running = True
+        self._running = True  # taking requests
+        self._reading = True
         self._read: asyncio.Future | None = None  # the event being read
         self._lanes: set[Lane] = set()
 
@@ -74,10 +77,10 @@ class HayakoeHandler:
         _LOGGER.debug("%s connected", self.peer)
         gone = False
         try:
-            while self._running:
+            while self._reading:
                 self._read = asyncio.ensure_future(read_event(self.reader, options.max_data_bytes, 1 << 20))
                 await asyncio.wait([self._read])
-                if self._read.cancelled() or not self._running:
+                if self._read.cancelled():
                     break  # `_stop_reading`
                 try:
                     item = self._read.result()
@@ -86,6 +89,8 @@ class HayakoeHandler:
                     break
                 if item is None:
                     break
+                if not self._running:
+                    continue  # hung up: what the client still sends is dropped until it closes
                 if isinstance(item, BadEvent):
                     self._on_bad_event(item)
                     continue
@@ -169,21 +174,29 @@ class HayakoeHandler:
 
     def _stop_reading(self) -> None:
         """Take no more events (the read in progress is dropped; the writer stays usable)."""
-        self._running = False
+        self._running = self._reading = False
         if self._read is not None:
             self._read.cancel()
 
     def _hang_up(self) -> None:
-        """Close the connection after the current response; the requests after it are dropped."""
-        self._stop_reading()
+        """End the connection after the current response; the requests after it are dropped.
+
+        Our side is shut at once (the client reads the end after what was
+        written), but the socket is closed only once the client has closed
+        its side too, or after `LINGER_S` seconds: closing a socket with
+        unread input sends a reset, which can destroy the answer before the
+        client has read it.
+        """
+        self._running = False
         current = asyncio.current_task()
         for task in list(self._tasks):
             if task is not current:
                 task.cancel()
         try:
-            self.writer.close()  # what is written goes out first
+            self.writer.write_eof()
         except (ConnectionError, OSError, RuntimeError):
             pass
+        asyncio.get_running_loop().call_later(LINGER_S, self._stop_reading)
 
     def _fail(self, label: str, error: RequestError) -> None:
         """Answer a plain synthesize that cannot even start."""
