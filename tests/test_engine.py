@@ -20,7 +20,7 @@ from wyoming_hayakoe.engine.speech import synthesize
 from wyoming_hayakoe.engine.voice import DECODE_MAX_FRAMES, UnknownStyle, Voice, decode_plan
 from wyoming_hayakoe.runtime import ort
 from wyoming_hayakoe.runtime.models import Decoder
-from wyoming_hayakoe.runtime.prepared import ModelCache
+from wyoming_hayakoe.runtime.cache import ModelCache
 from wyoming_hayakoe.store import InvalidVoiceName, MissingModelFiles, find_voice
 
 VOICE = "standin-a"

@@ -16,7 +16,7 @@ from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart
 
 import ha_client as ha
 
-OPTIMIZER = "wyoming_hayakoe.runtime.prepared"
+OPTIMIZER = "wyoming_hayakoe.runtime.optimize"
 # Thousands of characters: the tiny stand-in is still speaking this when the signal comes.
 LONG_TEXT = "これはサーバーを止めるときのための、とても長い文章のテストです。" * 120
 

@@ -188,7 +188,7 @@ class Side:
         self.heard_by.setdefault(text, []).append(heard)
 
 
-#: What our server logs (wyoming_hayakoe.runtime.prepared, INFO) only when it optimizes a model.
+#: What our server logs (wyoming_hayakoe.runtime.cache, INFO) only when it optimizes a model.
 OPTIMIZING_RE = re.compile(r"Optimizing .* once for this machine")
 
 
@@ -373,7 +373,7 @@ def chunked_decoding_snr(full: Path) -> float:
     from wyoming_hayakoe.engine.settings import SynthesisSettings
     from wyoming_hayakoe.engine.voice import Voice
     from wyoming_hayakoe.runtime import ort
-    from wyoming_hayakoe.runtime.prepared import ModelCache
+    from wyoming_hayakoe.runtime.cache import ModelCache
     from wyoming_hayakoe.store import find_voice
     from wyoming_hayakoe.text import split_sentences
 

@@ -166,7 +166,7 @@ def _synthesize(args: argparse.Namespace, text: str, keep_words: list[str], outp
     from ..engine.settings import InvalidSettings
     from ..engine.speech import Speech, play
     from ..engine.voice import UnknownStyle, UnsupportedVoice
-    from ..runtime.prepared import PreparationError
+    from ..runtime.cache import PreparationError
     from ..store import InvalidVoiceName, MissingModelFiles
 
     sink = FileSink(output)

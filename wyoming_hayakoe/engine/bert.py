@@ -8,7 +8,7 @@ import numpy as np
 
 from ..runtime import ort
 from ..runtime.models import BertModel
-from ..runtime.prepared import ModelCache
+from ..runtime.cache import ModelCache
 from ..store import BertFiles
 from ..text import Phonemes, UnpronounceableText
 

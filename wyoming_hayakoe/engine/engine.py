@@ -9,7 +9,7 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from ..runtime.prepared import ModelCache
+from ..runtime.cache import ModelCache
 from ..store import find_bert, find_voice, installed_voices
 from ..text import Frontend, split_sentences
 from ..text.sentences import cut_position
@@ -82,7 +82,7 @@ class Engine:
 
         `keep_words`: Latin surfaces of the user dictionary, left for OpenJTalk
         to read. `cache_dir` keeps the models optimized for this machine
-        between runs (see runtime/prepared.py); without it they are optimized
+        between runs (see runtime/cache.py); without it they are optimized
         again at every start.
         """
         dirs = [Path(d) for d in data_dirs]

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..runtime import ort
 from ..runtime.models import SynthesisInputs, VoiceModels
-from ..runtime.prepared import ModelCache
+from ..runtime.cache import ModelCache
 from ..store import VoiceFiles
 from ..text import Frontend, Phonemes
 from .settings import SynthesisSettings

@@ -2,7 +2,7 @@
 
 Each class takes any `Session` (anything with ONNX Runtime's `run`), so a
 test can wrap or replace one; `load_bert` and `load_voice` open the
-optimized models the cache made (see prepared.py).
+optimized models the cache made (see cache.py).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import onnxruntime as ort
 
 from ..store import BertFiles, VoiceFiles
 from .models import SynthesisInputs, VoiceModels
-from .prepared import DECODER, FRONT, WHOLE, ModelCache
+from .cache import DECODER, FRONT, WHOLE, ModelCache
 
 
 def open_session(model: Path, threads: int | None) -> ort.InferenceSession:
-    """A CPU session for an already optimized model file (see prepared.py); `threads` caps its intra-op pool.
+    """A CPU session for an already optimized model file (see cache.py); `threads` caps its intra-op pool.
 
     The graph is not optimized again: that would fold constants into new
     copies of the weights. Idle spinning is off: several sessions share the

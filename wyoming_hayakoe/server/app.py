@@ -11,7 +11,7 @@ from functools import partial
 from ..engine.engine import Engine
 from ..engine.settings import SynthesisSettings
 from ..engine.speech import warm_up
-from ..runtime.prepared import PreparationError
+from ..runtime.cache import PreparationError
 from ..store import MissingModelFiles
 from ..worker import Scheduler
 from .config import ServerConfig, StartupError, VoiceSelection, ensure_voices

@@ -5,9 +5,11 @@ loaded file's initializers beside the folded ones: the Q8 BERT took 1.35 GB
 for a 569 MB file and five seconds to load. Optimized once and saved with its
 weights in a separate file, the same graph loads in under a second into
 about its file size, because ORT maps that file instead of copying it. The
-optimization runs in a child process (`python -m wyoming_hayakoe.runtime.prepared`)
-whose memory is returned when it exits; the child also cuts synthesizers in
-two (see split.py), so the server never loads a model with the `onnx` package.
+optimization runs in a child process (optimize.py, `python -m
+wyoming_hayakoe.runtime.optimize`) whose memory is returned when it exits;
+the child also cuts synthesizers in two (see split.py), so the server never
+loads a model with the `onnx` package. This module is the cache: keys,
+entries, the lock, and the child's life.
 
 A cache entry is keyed by the source model's files (path, size, mtime), this
 code, the ONNX Runtime version and the CPU, since optimized graphs may use
@@ -16,7 +18,6 @@ CPU-specific kernels. Entries for older versions of a source are removed.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import fcntl
 import hashlib
@@ -42,6 +43,7 @@ CACHE_FORMAT = 2
 MANIFEST = "manifest.json"
 LOCK = ".lock"
 BUILDING = ".building-"
+OPTIMIZER = __name__.rsplit(".", 1)[0] + ".optimize"  # the child's module
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds wyoming_hayakoe/
 WHOLE = "model"
 FRONT = "front"
@@ -77,9 +79,9 @@ def _cpu_signature() -> str:
 
 
 def _code_signature() -> str:
-    """This module and the splitter: a change in how models are prepared invalidates the cache."""
+    """The cache, the optimizer and the splitter: a change in how models are prepared invalidates the cache."""
     digest = hashlib.sha256()
-    for module in ("prepared.py", "split.py"):
+    for module in ("cache.py", "optimize.py", "split.py"):
         digest.update((Path(__file__).with_name(module)).read_bytes())
     return digest.hexdigest()
 
@@ -151,12 +153,12 @@ class ModelCache:
         shutil.rmtree(entry, ignore_errors=True)  # an incomplete entry, if any
         work = Path(tempfile.mkdtemp(prefix=BUILDING, dir=self.folder))
         try:
-            command = [sys.executable, "-m", __name__, str(source.absolute()), str(work.absolute())]
+            command = [sys.executable, "-m", OPTIMIZER, str(source.absolute()), str(work.absolute())]
             done = _run_child(command + (["--split"] if split else []))
             if done.returncode != 0:
                 raise PreparationError(f"Could not optimize {source}: {_failure(done)}")
             work.rename(entry)
-            _sync(self.folder)
+            sync_to_disk(self.folder)
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
@@ -237,7 +239,7 @@ def _failure(done: subprocess.CompletedProcess[str]) -> str:
     return lines[-1] if lines else f"exit code {done.returncode}"
 
 
-def _sync(path: Path) -> None:
+def sync_to_disk(path: Path) -> None:
     """Flush a file or folder to disk, so an entry survives a power cut whole or not at all."""
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -272,57 +274,3 @@ def _read_manifest(entry: Path, split: bool) -> PreparedModel | None:
         manifest.get("speaker", ""),
         manifest.get("unsplit_reason", ""),
     )
-
-
-# ------------------------------------------------------------- the child --
-
-
-def _optimize(model: Path | bytes, out: Path) -> None:
-    """Save ORT's fully optimized graph of `model` to `out`, weights in `out`.data."""
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.intra_op_num_threads = 1
-    options.optimized_model_filepath = str(out)
-    options.add_session_config_entry("session.optimized_model_external_initializers_file_name", out.name + ".data")
-    options.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
-    ort.InferenceSession(model if isinstance(model, bytes) else str(model), options, providers=["CPUExecutionProvider"])
-
-
-def _prepare_into(source: Path, out: Path, split: bool) -> None:
-    manifest: dict[str, object] = {"source": str(source.resolve()), "split": split}
-    halves = None
-    if split:
-        from .split import Unsplittable, split_synthesizer  # imports onnx: only ever in this child
-
-        try:
-            halves = split_synthesizer(source)
-        except Unsplittable as err:
-            manifest["unsplit_reason"] = str(err)
-    if halves is None:
-        _optimize(source, out / f"{WHOLE}.onnx")
-        manifest["parts"] = {WHOLE: f"{WHOLE}.onnx"}
-    else:
-        _optimize(halves.front, out / f"{FRONT}.onnx")
-        _optimize(halves.decoder, out / f"{DECODER}.onnx")
-        manifest.update(parts={FRONT: f"{FRONT}.onnx", DECODER: f"{DECODER}.onnx"}, latent=halves.latent, speaker=halves.speaker)
-    manifest["files"] = {path.name: path.stat().st_size for path in sorted(out.iterdir())}
-    for path in out.iterdir():
-        _sync(path)
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
-    _sync(out / MANIFEST)
-    _sync(out)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Optimize one ONNX model into a cache entry (used by the engine).")
-    parser.add_argument("source", type=Path)
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--split", action="store_true", help="cut a synthesizer into front and decoder first")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING)
-    ort.set_default_logger_severity(3)  # not the warning that an optimized model is hardware-specific: it is meant to be
-    _prepare_into(args.source, args.out, args.split)
-
-
-if __name__ == "__main__":
-    main()

@@ -17,7 +17,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from wyoming_hayakoe.runtime.ort import open_session
-from wyoming_hayakoe.runtime.prepared import DECODER, FRONT, MANIFEST, WHOLE, ModelCache, PreparationError
+from wyoming_hayakoe.runtime.cache import DECODER, FRONT, MANIFEST, WHOLE, ModelCache, PreparationError
 
 DP = Path("onnx") / "speakers" / "standin-a" / "duration_predictor.onnx"
 SYNTH = Path("onnx") / "speakers" / "standin-a" / "synthesizer.onnx"
@@ -183,7 +183,7 @@ def test_leftovers_of_a_stopped_build_are_cleared(model: Path, tmp_path: Path) -
 
 def test_servers_starting_together_optimize_once(model: Path, tmp_path: Path) -> None:
     script = (
-        "import logging, sys\nfrom pathlib import Path\nfrom wyoming_hayakoe.runtime.prepared import ModelCache\n"
+        "import logging, sys\nfrom pathlib import Path\nfrom wyoming_hayakoe.runtime.cache import ModelCache\n"
         "logging.basicConfig(level=logging.INFO)\n"
         "print(ModelCache(Path(sys.argv[1])).prepare(Path(sys.argv[2])).parts['model'])"
     )
