@@ -451,7 +451,7 @@ def test_run_script_passes_every_option(tmp_path):
     assert "--dictionary" not in argv
 
     # Every flag must exist in the server's command line.
-    from wyoming_hayakoe.__main__ import build_parser
+    from wyoming_hayakoe.cli.serve import build_parser
 
     args = build_parser().parse_args(argv)
     assert args.length_scale == pytest.approx(0.8) and args.no_download and args.debug
@@ -466,7 +466,7 @@ def test_run_script_defaults(tmp_path, config):
     argv, _ = addon.recorded("wyoming-hayakoe")
     assert "--debug" not in argv
     assert float(flag(argv, "--length-scale")[0]) == 1.0
-    from wyoming_hayakoe.__main__ import build_parser
+    from wyoming_hayakoe.cli.serve import build_parser
     from wyoming_hayakoe.engine.settings import SynthesisSettings
 
     args = build_parser().parse_args(argv)
