@@ -32,6 +32,7 @@ def run_child(
     return subprocess.run(
         [sys.executable, "-X", "faulthandler", "-c", code, *args], input=stdin,
         capture_output=True, text=True, encoding="utf-8", errors="replace", env=child_env, timeout=timeout, cwd=ROOT,
+        check=False,
     )
 
 

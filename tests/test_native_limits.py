@@ -33,6 +33,7 @@ HOSTILE = {
     "emoji*2100": "😀" * 2100,
     "greek*4200": "α" * 4200,
     "digits*5000": "1" * 5000,
+    "digits*5000 with counters and units": "1" * 5000 + "件、" + "2" * 5000 + "h 3m、" + "4" * 5000 + "min、" + "5" * 5000 + "th",
     "NFKC expansion ㌖*1000": "㌖" * 1000,
     "lone surrogate": "値段\ud800は",
     "NUL": "値段\x00は",
