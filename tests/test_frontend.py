@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from wyoming_hayakoe.text import Frontend, Phonemes, UnpronounceableText, normalize_text, split_sentences
-from wyoming_hayakoe.text import symbols
-from wyoming_hayakoe.text.g2p import analyze
-from wyoming_hayakoe.text.mora import MORA_TO_PHONEMES, VOWELS, NotKatakana, reading_to_phonemes
-from wyoming_hayakoe.text.normalize import PUNCTUATION_MAP, native_reading
+from wyoming_hayakoe.text.hayakoe import symbols
+from wyoming_hayakoe.text.hayakoe.g2p import analyze
+from wyoming_hayakoe.text.hayakoe.mora import MORA_TO_PHONEMES, VOWELS, NotKatakana, reading_to_phonemes
+from wyoming_hayakoe.text.hayakoe.normalize import PUNCTUATION_MAP, native_reading
 
 ROOT = Path(__file__).resolve().parent.parent
 

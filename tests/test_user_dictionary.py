@@ -129,7 +129,7 @@ def test_applied_dictionary_changes_readings(tmp_path: Path):
     words.write_text("Hue, ヒューイ, 1\n瑞穂, ミズホノ, 0\nLiving Room, リビンルーム, 0\n", encoding="utf-8")
     code = """
 import sys
-from wyoming_hayakoe.text.readings import HomeAssistantReader, katakana_reading
+from wyoming_hayakoe.text.rewrite import HomeAssistantReader, katakana_reading
 from wyoming_hayakoe.text.user_dictionary import load_user_dictionary
 texts = ["Hueの電球を23.5%に", "瑞穂", "Living Roomの照明"]
 before = [katakana_reading(t, punctuation=False) for t in texts]

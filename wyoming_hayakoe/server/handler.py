@@ -44,11 +44,10 @@ from ..engine.engine import MAX_SENTENCE_CHARS, Engine
 from ..engine.speech import Speech, SpeechResult, play
 from ..engine.settings import SynthesisSettings
 from ..store import InvalidVoiceName
-from ..text.readings import safe_to_split
+from ..text.rewrite import SentenceStream, safe_to_split
 from .events import BadEvent, read_event
 from .info import StyleNotAvailable, VoiceCard, VoiceNotAvailable, build_info, resolve_voice
 from ..worker import Busy, Lane, LaneClosed, Scheduler, SchedulerClosed
-from .sentence_stream import SentenceStream
 from .speech import AudioOut
 
 _LOGGER = logging.getLogger(__name__)

@@ -40,7 +40,7 @@ from functools import lru_cache
 
 from num2words import num2words
 
-from . import openjtalk
+from .. import openjtalk
 from .symbols import PUNCTUATIONS
 
 # --- punctuation ----------------------------------------------------------

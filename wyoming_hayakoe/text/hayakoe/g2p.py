@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import openjtalk
+from .. import openjtalk
 from .mora import LONG_MARK, VOWELS, NotKatakana, reading_to_phonemes
 from .normalize import replace_punctuation
 from .symbols import PAD, PUNCTUATION_SET, PUNCTUATIONS

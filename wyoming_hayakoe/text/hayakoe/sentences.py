@@ -23,7 +23,7 @@ _SPEAKABLE_RE = re.compile(
 )
 
 
-#: (text, index) -> may the text be cut at index? (e.g. `text.readings.safe_to_split`)
+#: (text, index) -> may the text be cut at index? (e.g. `text.rewrite.safe_to_split`)
 CanSplit = Callable[[str, int], bool]
 
 # Where an over-long sentence is best cut (after the character).
