@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from wyoming_hayakoe.text import TextError, openjtalk
 from wyoming_hayakoe.text.user_dictionary import (
     DictionaryEntry,
     UserDictionaryError,
@@ -110,6 +111,14 @@ def test_every_problem_is_reported_at_once():
     assert text.startswith("3 problem(s)")
     assert "d.csv:2:" in text and "d.csv:4:" in text
     assert "d.csv:3: 'Hue' is already defined on line 1" in text
+
+
+def test_a_bad_dictionary_is_a_text_error():
+    """Bad entries, and a line too long for OpenJTalk, raise the text layer's one kind of error."""
+    with pytest.raises(TextError):
+        parse_user_dictionary("Hue\n")
+    with pytest.raises(TextError):
+        openjtalk.check_dictionary_source("a" * 5000)
 
 
 def test_file_errors(tmp_path: Path):

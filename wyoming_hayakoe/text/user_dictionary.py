@@ -50,6 +50,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import UserDictionaryError
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_PRIORITY = 5
@@ -70,10 +72,6 @@ _FIELD_SPLIT_RE = re.compile(r"\t|,")
 #: what OpenJTalk can hold in one word (see openjtalk.py).
 MAX_SURFACE_CHARS = 100
 MAX_READING_CHARS = 100
-
-
-class UserDictionaryError(ValueError):
-    """A user dictionary file that cannot be used; the message lists every problem."""
 
 
 @dataclass(frozen=True)

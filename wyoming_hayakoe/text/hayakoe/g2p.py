@@ -30,22 +30,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import openjtalk
-from .mora import LONG_MARK, VOWELS, NotKatakana, reading_to_phonemes
+from ..errors import NotKatakana, UnpronounceableText
+from .mora import LONG_MARK, VOWELS, reading_to_phonemes
 from .normalize import replace_punctuation
 from .symbols import PAD, PUNCTUATION_SET, PUNCTUATIONS
 
 logger = logging.getLogger(__name__)
 
 Tokenize = Callable[[str], Sequence[str]]
-
-
-class UnpronounceableText(ValueError):
-    """The text cannot be turned into a phone sequence.
-
-    Raised where the reference implementation fails (on inconsistent
-    OpenJTalk analyses, malformed accent phrases, numbers too large to
-    spell out, characters the BERT tokenizer drops, …).
-    """
 
 
 @dataclass(frozen=True)
@@ -338,7 +330,6 @@ def g2p(norm_text: str, tokenize: Tokenize, *, use_jp_extra: bool = True) -> tup
 
 __all__ = [
     "G2PResult",
-    "UnpronounceableText",
     "analyze",
     "bert_text",
     "g2p",

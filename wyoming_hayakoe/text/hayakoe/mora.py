@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+from ..errors import NotKatakana
 from .symbols import PUNCTUATION_SET
 
 MoraPhonemes = tuple[Optional[str], str]
@@ -144,10 +145,6 @@ _KATAKANA_BLOCK = ("\u30a0", "\u30ff")
 _STRETCH = re.compile(r"(\w)(" + LONG_MARK + r"*)")
 
 
-class NotKatakana(ValueError):
-    """A reading that is neither katakana nor punctuation."""
-
-
 def _is_katakana(ch: str) -> bool:
     return _KATAKANA_BLOCK[0] <= ch <= _KATAKANA_BLOCK[1]
 
@@ -198,7 +195,6 @@ def reading_to_phonemes(reading: str) -> list[str]:
 __all__ = [
     "LONG_MARK",
     "MORA_TO_PHONEMES",
-    "NotKatakana",
     "VOWELS",
     "reading_to_phonemes",
 ]

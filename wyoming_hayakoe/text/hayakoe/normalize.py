@@ -41,6 +41,7 @@ from functools import lru_cache
 from num2words import num2words
 
 from .. import openjtalk
+from ..errors import UnpronounceableText
 from .symbols import PUNCTUATIONS
 
 # --- punctuation ----------------------------------------------------------
@@ -163,8 +164,6 @@ def _spell_number(m: re.Match[str]) -> str:
     try:
         return num2words(m.group(0), lang="ja")
     except (OverflowError, ValueError, ArithmeticError) as exc:
-        from .g2p import UnpronounceableText
-
         raise UnpronounceableText(f"cannot read the number {m.group(0)!r}: {exc}") from exc
 
 
