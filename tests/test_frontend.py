@@ -16,7 +16,8 @@ from wyoming_hayakoe.text.errors import NotKatakana
 from wyoming_hayakoe.text.hayakoe import symbols
 from wyoming_hayakoe.text.hayakoe.g2p import analyze
 from wyoming_hayakoe.text.hayakoe.mora import MORA_TO_PHONEMES, VOWELS, reading_to_phonemes
-from wyoming_hayakoe.text.hayakoe.normalize import PUNCTUATION_MAP, native_reading
+from wyoming_hayakoe.text.hayakoe.normalize import PUNCTUATION_MAP
+from wyoming_hayakoe.text.state import native_reading
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -272,18 +272,6 @@ def _word2ph(words: Sequence[str], word_phones: Sequence[Sequence[str]], tokeniz
 # --------------------------------------------------------------------------
 
 
-def word_split(norm_text: str, features: Sequence[dict[str, Any]] | None = None) -> list[str]:
-    """The word split of ``norm_text``; joined, it is the BERT input text."""
-    if features is None:
-        features = openjtalk.run_frontend(norm_text)
-    return _split_words(norm_text, features)[0]
-
-
-def bert_text(norm_text: str) -> str:
-    """The text HayaKoe feeds to the BERT tokenizer for ``norm_text``."""
-    return "".join(word_split(norm_text))
-
-
 def analyze(norm_text: str, tokenize: Tokenize, *, use_jp_extra: bool = True) -> G2PResult:
     """Full G2P of a normalised text (one OpenJTalk analysis, reused).
 
@@ -321,17 +309,4 @@ def analyze(norm_text: str, tokenize: Tokenize, *, use_jp_extra: bool = True) ->
         phones = ["n" if p == "N" else p for p in phones]
     return G2PResult(phones=phones, tones=tones, word2ph=word2ph, words=words)
 
-
-def g2p(norm_text: str, tokenize: Tokenize, *, use_jp_extra: bool = True) -> tuple[list[str], list[int], list[int]]:
-    """``(phones, tones, word2ph)`` — same as HayaKoe's ``g2p(norm_text)``."""
-    res = analyze(norm_text, tokenize, use_jp_extra=use_jp_extra)
-    return res.phones, res.tones, res.word2ph
-
-
-__all__ = [
-    "G2PResult",
-    "analyze",
-    "bert_text",
-    "g2p",
-    "word_split",
-]
+__all__ = ["G2PResult", "analyze"]

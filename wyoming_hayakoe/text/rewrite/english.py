@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable
-from functools import lru_cache
 
-from .. import openjtalk
+from ..state import native_reading
 
 #: Letter names, the Japanese way.
 LETTER_NAMES = {
@@ -140,7 +139,7 @@ class EnglishReader:
         if found is not None:
             return found
         if "-" in word or "'" in word:
-            native = _native_reading(word) if len(word) <= MAX_WORD_LETTERS else None
+            native = native_reading(word, whole_word=True) if len(word) <= MAX_WORD_LETTERS else None
             if native is not None:
                 return native
             parts = [p for p in re.split(r"[-']", word) if p]
@@ -149,7 +148,7 @@ class EnglishReader:
                 return self._read_part(word.replace("'", ""))
             return "".join(self.read(p) for p in parts)
         parts = _CAMEL_RE.split(word)
-        if len(parts) > 1 and (len(word) > MAX_WORD_LETTERS or _native_reading(word) is None):
+        if len(parts) > 1 and (len(word) > MAX_WORD_LETTERS or native_reading(word, whole_word=True) is None):
             return "".join(self.read(p) for p in parts if p)
         return self._read_part(word)
 
@@ -162,7 +161,7 @@ class EnglishReader:
         if len(word) > MAX_WORD_LETTERS:
             return spell_letters(word)
         is_caps = word.isupper()
-        native = _native_reading(word)
+        native = native_reading(word, whole_word=True)
         if is_caps and len(word) <= 4:
             return native if native is not None else spell_letters(word)
         if native is not None:
@@ -192,21 +191,6 @@ def _e2k_models() -> tuple[Callable[[str], str], Callable[[str], bool]]:
 
 # Boundaries inside CamelCase words: SwitchBot → Switch|Bot, ESPHome → ESP|Home.
 _CAMEL_RE = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-
-
-@lru_cache(maxsize=8192)
-def _native_reading(word: str) -> str | None:
-    """OpenJTalk's own reading of ``word`` if its dictionary has it as one word."""
-    nodes = openjtalk.run_frontend(word)
-    if len(nodes) != 1:
-        return None
-    node = nodes[0]
-    if node["pos"] in ("記号", "フィラー") or not node["pron"]:
-        return None
-    reading = node["pron"].replace("’", "")
-    if not _KATAKANA_RE.fullmatch(reading):
-        return None
-    return reading
 
 
 _LATIN_WORD_RE = re.compile(r"[A-Za-z]+(?:[-'’][A-Za-z]+)*")

@@ -8,7 +8,7 @@ from .numbers import spell_integer
 
 _URL_RE = re.compile(r"(?:https?://|ftp://|www\.)[A-Za-z0-9\-._~:/?#@!$&*+,;=%]*[A-Za-z0-9\-_~/#=%&]", re.IGNORECASE)
 _EMAIL_RE = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
-FENCE_RE = re.compile(r"^[ \t]*(```|~~~)[^\n]*$", re.MULTILINE)
+_FENCE_RE = re.compile(r"^[ \t]*(```|~~~)[^\n]*$", re.MULTILINE)
 _INLINE_CODE_RE = re.compile(r"`+([^`\n]*)`+")
 _IMAGE_RE = re.compile(r"!\[([^\]\n]*)\]\([^)\n]*\)")
 _LINK_RE = re.compile(r"\[([^\]\n]+)\]\([^)\n]*\)")
@@ -55,17 +55,20 @@ _DASH_RUN_RE = re.compile(r"(?<![-=_~])[-=_~]{4,}(?![-=_~])")
 _ENTITY_DOT_RE = re.compile(r"(?<=[a-z_])\.(?=[a-z_])")
 
 
-def _strip_fenced_code(text: str) -> str:
-    """Drop fenced code blocks (an unclosed fence drops the rest)."""
+def drop_fenced_code(text: str, inside: bool = False) -> tuple[str, bool]:
+    """``text`` without its fenced code blocks, and whether a fence is still open at its end.
+
+    An unclosed fence drops the rest of the text; ``inside`` says one was
+    opened before ``text`` (in an earlier sentence of a stream).
+    """
     out: list[str] = []
-    inside = False
     for line in text.split("\n"):
-        if FENCE_RE.match(line):
+        if _FENCE_RE.match(line):
             inside = not inside
             continue
         if not inside:
             out.append(line)
-    return "\n".join(out)
+    return "\n".join(out), inside
 
 
 def _inline_code(m: re.Match[str]) -> str:
@@ -78,7 +81,7 @@ def strip_markdown(text: str) -> str:
     """Remove markdown markup, keeping the words it decorates."""
     text = _HTML_BREAK_RE.sub("\n", text)
     text = _HTML_TAG_RE.sub("", text)
-    text = _strip_fenced_code(text)
+    text, _ = drop_fenced_code(text)
     text = _INLINE_CODE_RE.sub(_inline_code, text)
     text = _IMAGE_RE.sub(r"\1", text)
     text = _LINK_RE.sub(r"\1", text)
@@ -149,4 +152,4 @@ def sub_symbols(text: str) -> str:
     return text
 
 
-__all__ = ["FENCE_RE", "strip_markdown", "strip_markup", "sub_symbols"]
+__all__ = ["drop_fenced_code", "strip_markdown", "strip_markup", "sub_symbols"]

@@ -34,7 +34,7 @@ import re
 from collections.abc import Callable
 
 from ..hayakoe.sentences import CanSplit, cut_position, has_speech
-from .markup import FENCE_RE
+from .markup import drop_fenced_code
 
 _STRONG_ENDERS = frozenset("。！？｡!?")
 _FULL_STOPS = frozenset(".．")
@@ -158,15 +158,8 @@ class StreamRewriter:
         self.in_fence = False
 
     def __call__(self, sentence: str) -> str:
-        lines = sentence.split("\n")
-        kept: list[str] = []
-        for line in lines:
-            if FENCE_RE.match(line):
-                self.in_fence = not self.in_fence
-                continue
-            if not self.in_fence:
-                kept.append(line)
-        return self.rewrite("\n".join(kept))
+        kept, self.in_fence = drop_fenced_code(sentence, self.in_fence)
+        return self.rewrite(kept)
 
 
 _URL_START_RE = re.compile(r"(?:https?://|ftp://|www\.)", re.IGNORECASE)
