@@ -17,7 +17,7 @@ from wyoming_hayakoe.text.hayakoe import symbols
 from wyoming_hayakoe.text.hayakoe.g2p import analyze
 from wyoming_hayakoe.text.hayakoe.mora import MORA_TO_PHONEMES, VOWELS, reading_to_phonemes
 from wyoming_hayakoe.text.hayakoe.normalize import PUNCTUATION_MAP
-from wyoming_hayakoe.text.state import native_reading
+from wyoming_hayakoe.text.state import STATE
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -138,7 +138,7 @@ def test_normalize_examples(text: str, expected: str) -> None:
 
 
 def test_unknown_english_word_is_left_in_place() -> None:
-    assert native_reading("breakfast") is None
+    assert STATE.native_reading("breakfast") is None
     assert normalize_text("breakfast") == "breakfast"
 
 

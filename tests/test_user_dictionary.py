@@ -156,6 +156,29 @@ print("|".join(after))
     assert after.split("|") == ["ヒューイノデンキューヲニジューサンテンゴパーセントニ", "ミズホノ", "リビンルームノショーメー"]
 
 
+def test_a_dictionary_applied_later_wins_over_readings_already_made(tmp_path: Path):
+    """Readings looked up before a dictionary is applied are not served from a cache after it."""
+    words = tmp_path / "words.csv"
+    words.write_text("Zorblax, ヤマダハナコ, 0\n", encoding="utf-8")
+    code = """
+import sys
+from wyoming_hayakoe.text import normalize_text
+from wyoming_hayakoe.text.rewrite import HomeAssistantReader, katakana_reading
+from wyoming_hayakoe.text.user_dictionary import load_user_dictionary
+reader = HomeAssistantReader()
+def readings():
+    return katakana_reading("Zorblaxをつけて", reader, punctuation=False) + "|" + normalize_text("Zorblax")
+print(readings())
+load_user_dictionary(sys.argv[1]).apply()
+print(readings())
+"""
+    result = run_python(code, str(words))
+    assert result.returncode == 0, result.stderr
+    before, after = result.stdout.strip().splitlines()
+    assert "ヤマダハナコ" not in before and before.endswith("|Zorblax")
+    assert after == "ヤマダハナコヲツケテ|ヤマダハナコ"
+
+
 def test_speak_reading_flag():
     result = speak_cli("--reading", "--text", "現在の気温は23.5°Cです。Living Roomの照明を消しました")
     assert result.returncode == 0, result.stderr

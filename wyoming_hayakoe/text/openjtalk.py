@@ -157,7 +157,11 @@ def compile_user_dictionary(csv_path: Path, dic_path: Path) -> None:
 
 
 def use_user_dictionary(dic_path: Path) -> None:
-    """Make every later analysis use the compiled user dictionary ``dic_path`` (global state)."""
+    """Make every later analysis use the compiled user dictionary ``dic_path`` (global state).
+
+    Only :meth:`.state.TextState.use_user_dictionary` calls this: it also
+    drops the readings cached with the dictionary used before.
+    """
     pyopenjtalk.update_global_jtalk_with_user_dict(str(dic_path))
 
 

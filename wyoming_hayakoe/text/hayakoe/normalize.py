@@ -40,7 +40,7 @@ from collections.abc import Iterable
 from num2words import num2words
 
 from ..errors import UnpronounceableText
-from ..state import native_reading
+from ..state import STATE
 from .symbols import PUNCTUATIONS
 
 # --- punctuation ----------------------------------------------------------
@@ -126,7 +126,7 @@ def replace_english_words(text: str, keep_words: Iterable[str] = ()) -> str:
         word = m.group(0)
         if word in keep:
             return word
-        reading = native_reading(word)
+        reading = STATE.native_reading(word)
         return word if reading is None else reading
 
     return _LATIN_WORD_RE.sub(substitute, text)

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import re
-import threading
-from collections.abc import Callable
 
-from ..state import native_reading
+from ..state import STATE
 
 #: Letter names, the Japanese way.
 LETTER_NAMES = {
@@ -90,10 +88,13 @@ _KATAKANA_RE = re.compile(r"[\u30a1-\u30fa\u30fc]+")
 #: (``hahahaha…``, ``eeee…``) and is spelled out letter by letter.
 MAX_WORD_LETTERS = 40
 
+
 class EnglishReader:
     """Katakana for English words: table → OpenJTalk's dictionary → e2k.
 
-    The e2k models (about 13 MB, numpy only) are loaded on first use.
+    The e2k models (about 13 MB, numpy only) are loaded on first use.  The
+    readings cached here are dropped when a user dictionary is installed
+    (they may come from OpenJTalk's dictionary; see :mod:`..state`).
     """
 
     def __init__(self, extra_readings: dict[str, str] | None = None) -> None:
@@ -104,6 +105,7 @@ class EnglishReader:
         for key, value in table.items():
             self._folded.setdefault(key.casefold(), value)
         self._cache: dict[str, str] = {}
+        self._generation = STATE.generation
 
     # -- public ------------------------------------------------------------
 
@@ -125,6 +127,9 @@ class EnglishReader:
 
     def read(self, word: str) -> str:
         """Katakana for one Latin word (letters, possibly with ``-`` or ``'``)."""
+        if self._generation != STATE.generation:
+            self._generation = STATE.generation
+            self._cache.clear()
         cached = self._cache.get(word)
         if cached is None:
             cached = self._read_uncached(word)
@@ -139,7 +144,7 @@ class EnglishReader:
         if found is not None:
             return found
         if "-" in word or "'" in word:
-            native = native_reading(word, whole_word=True) if len(word) <= MAX_WORD_LETTERS else None
+            native = STATE.native_reading(word, whole_word=True) if len(word) <= MAX_WORD_LETTERS else None
             if native is not None:
                 return native
             parts = [p for p in re.split(r"[-']", word) if p]
@@ -148,7 +153,7 @@ class EnglishReader:
                 return self._read_part(word.replace("'", ""))
             return "".join(self.read(p) for p in parts)
         parts = _CAMEL_RE.split(word)
-        if len(parts) > 1 and (len(word) > MAX_WORD_LETTERS or native_reading(word, whole_word=True) is None):
+        if len(parts) > 1 and (len(word) > MAX_WORD_LETTERS or STATE.native_reading(word, whole_word=True) is None):
             return "".join(self.read(p) for p in parts if p)
         return self._read_part(word)
 
@@ -161,32 +166,17 @@ class EnglishReader:
         if len(word) > MAX_WORD_LETTERS:
             return spell_letters(word)
         is_caps = word.isupper()
-        native = native_reading(word, whole_word=True)
+        native = STATE.native_reading(word, whole_word=True)
         if is_caps and len(word) <= 4:
             return native if native is not None else spell_letters(word)
         if native is not None:
             return native
-        c2k, ngram = _e2k_models()
+        c2k, ngram = STATE.e2k_models()
         lower = word.lower()
         if not ngram(lower):
             return spell_letters(word)
         kana = "".join(_KATAKANA_RE.findall(c2k(lower)))
         return kana or spell_letters(word)
-
-
-_E2K_LOCK = threading.Lock()
-_E2K: tuple[Callable[[str], str], Callable[[str], bool]] | None = None
-
-
-def _e2k_models() -> tuple[Callable[[str], str], Callable[[str], bool]]:
-    """e2k's character model and its "is this a pronounceable word" check, loaded once."""
-    global _E2K
-    with _E2K_LOCK:
-        if _E2K is None:
-            from e2k import C2K, NGram
-
-            _E2K = (C2K(), NGram())
-        return _E2K
 
 
 # Boundaries inside CamelCase words: SwitchBot → Switch|Bot, ESPHome → ESP|Home.
