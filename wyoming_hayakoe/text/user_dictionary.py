@@ -48,7 +48,7 @@ import sys
 import tempfile
 import unicodedata
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -154,7 +154,7 @@ def _guess_accent(reading: str) -> int:
     return min(max(accent, 0), count_morae(reading))
 
 
-def parse_user_dictionary(text: str, source: str = "<dictionary>") -> "UserDictionary":
+def parse_user_dictionary(text: str, source: str = "<dictionary>") -> UserDictionary:
     """Parse dictionary text (see the module docstring for the format).
 
     Raises:
@@ -226,7 +226,7 @@ def apply_user_dictionary(path: str | Path | None) -> list[str]:
     return dictionary.keep_words
 
 
-def load_user_dictionary(path: str | Path) -> "UserDictionary":
+def load_user_dictionary(path: str | Path) -> UserDictionary:
     """Read and check a dictionary file.
 
     Raises:
@@ -275,10 +275,8 @@ def _stdout_to_stderr() -> Iterator[None]:
         os.dup2(stderr_fd, stdout_fd)
         yield
     finally:
-        try:
+        with suppress(OSError, AttributeError):  # pragma: no cover - no libc symbol table
             ctypes.CDLL(None).fflush(None)
-        except (OSError, AttributeError):  # pragma: no cover - no libc symbol table
-            pass
         os.dup2(saved, stdout_fd)
         os.close(saved)
 

@@ -77,7 +77,7 @@ _E3_RE = re.compile(r"!(\d+)_")
 _F1_RE = re.compile(r"/F:(\d+)_")
 # Phones that may close an accent phrase (a phrase boundary is only marked
 # after one of them).
-_PHRASE_FINAL_PHONES = frozenset("a e i o u A E I O U N cl".split())
+_PHRASE_FINAL_PHONES = frozenset(["a", "e", "i", "o", "u", "A", "E", "I", "O", "U", "N", "cl"])
 _DEVOICED_VOWELS = frozenset("AEIOU")
 
 
@@ -261,7 +261,7 @@ def _share_out(n_phones: int, n_chars: int) -> list[int]:
 
 def _word2ph(words: Sequence[str], word_phones: Sequence[Sequence[str]], tokenize: Tokenize) -> list[int]:
     counts: list[int] = []
-    for word, phones in zip(words, word_phones):
+    for word, phones in zip(words, word_phones, strict=True):
         n_chars = 1 if word in PUNCTUATIONS else len(tokenize(word))
         counts.extend(_share_out(len(phones), n_chars))
     return counts

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 #: A piece of text ends after one of these characters.
 SENTENCE_TERMINATORS = frozenset("。！？!?\n")

@@ -101,7 +101,7 @@ class EnglishReader:
         table = dict(WORD_READINGS)
         table.update(extra_readings or {})
         self._exact = {k: v for k, v in table.items()}
-        self._folded = {}
+        self._folded: dict[str, str] = {}
         for key, value in table.items():
             self._folded.setdefault(key.casefold(), value)
         self._cache: dict[str, str] = {}

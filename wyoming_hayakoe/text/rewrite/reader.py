@@ -105,7 +105,7 @@ class HomeAssistantReader:
             return self.english.exact(found) or found
         return self.english.table(found) or found
 
-    def stream(self) -> "StreamRewriter":
+    def stream(self) -> StreamRewriter:
         """A rewriter for the sentences of one streamed text (see :class:`StreamRewriter`)."""
         return StreamRewriter(self.rewrite)
 
