@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from wyoming_hayakoe.engine.engine import MAX_PAUSE_TEXT_CHARS, MAX_SENTENCE_CHARS, bounded_sentences
-from wyoming_hayakoe.server.sentence_stream import SentenceStream
+from wyoming_hayakoe.text.rewrite.stream import SentenceStream
 from wyoming_hayakoe.text import Frontend, UnpronounceableText, split_sentences
-from wyoming_hayakoe.text.readings import HomeAssistantReader, katakana_reading, safe_to_split
+from wyoming_hayakoe.text.rewrite import HomeAssistantReader, katakana_reading, safe_to_split
 
 
 def chars(*ranges: tuple[int, int]) -> st.SearchStrategy[str]:

@@ -11,11 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wyoming_hayakoe.text import Frontend, Phonemes, UnpronounceableText, normalize_text, split_sentences
-from wyoming_hayakoe.text import symbols
-from wyoming_hayakoe.text.g2p import analyze
-from wyoming_hayakoe.text.mora import MORA_TO_PHONEMES, VOWELS, NotKatakana, reading_to_phonemes
-from wyoming_hayakoe.text.normalize import PUNCTUATION_MAP, native_reading
+from wyoming_hayakoe.text import Frontend, Phonemes, TextError, UnpronounceableText, normalize_text, split_sentences
+from wyoming_hayakoe.text.errors import NotKatakana
+from wyoming_hayakoe.text.hayakoe import symbols
+from wyoming_hayakoe.text.hayakoe.g2p import analyze
+from wyoming_hayakoe.text.hayakoe.mora import MORA_TO_PHONEMES, VOWELS, reading_to_phonemes
+from wyoming_hayakoe.text.hayakoe.normalize import PUNCTUATION_MAP
+from wyoming_hayakoe.text.state import STATE
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -136,7 +138,7 @@ def test_normalize_examples(text: str, expected: str) -> None:
 
 
 def test_unknown_english_word_is_left_in_place() -> None:
-    assert native_reading("breakfast") is None
+    assert STATE.native_reading("breakfast") is None
     assert normalize_text("breakfast") == "breakfast"
 
 
@@ -163,6 +165,16 @@ def test_known_bad_input_raises_unpronounceable(frontend: Frontend) -> None:
         frontend.phonemize("あ\u0378")
     with pytest.raises(UnpronounceableText):
         frontend.phonemize("1" * 60)
+
+
+def test_bad_text_is_one_kind_of_error(frontend: Frontend) -> None:
+    """What the frontend raises for bad text is a TextError, so one ``except`` catches the text layer."""
+    with pytest.raises(TextError):
+        frontend.phonemize("\u0378")
+    with pytest.raises(TextError):
+        normalize_text("1" * 60)
+    with pytest.raises(TextError):
+        reading_to_phonemes("あ")
 
 
 def test_unreadable_characters_become_pauses(frontend: Frontend, caplog: pytest.LogCaptureFixture) -> None:

@@ -34,8 +34,8 @@ pytest.importorskip(
 )
 
 from wyoming_hayakoe.text import Frontend, UnpronounceableText, split_sentences  # noqa: E402
-from wyoming_hayakoe.text.g2p import analyze  # noqa: E402
-from wyoming_hayakoe.text.normalize import normalize_text  # noqa: E402
+from wyoming_hayakoe.text.hayakoe.g2p import analyze  # noqa: E402
+from wyoming_hayakoe.text.hayakoe.normalize import normalize_text  # noqa: E402
 
 CORPUS = Path(__file__).parent / "data" / "conformance_corpus.txt"
 _ESCAPE = re.compile(r"\\(\\|n|t|r|#|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})")

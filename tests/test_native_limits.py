@@ -44,7 +44,7 @@ import json, sys
 from transformers import AutoTokenizer
 from wyoming_hayakoe.engine.engine import bounded_sentences
 from wyoming_hayakoe.text import Frontend, UnpronounceableText, split_sentences
-from wyoming_hayakoe.text.readings import HomeAssistantReader, katakana_reading
+from wyoming_hayakoe.text.rewrite import HomeAssistantReader, katakana_reading
 
 cases = json.loads(sys.stdin.read())
 frontend = Frontend(AutoTokenizer.from_pretrained(sys.argv[1]))
@@ -133,7 +133,7 @@ def test_dictionary_entries_that_are_too_long_are_refused(line, message):
 def test_longest_dictionary_entries_work():
     surface, reading = "瑞" * MAX_SURFACE_CHARS, "ア" * MAX_READING_CHARS
     code = f"""
-from wyoming_hayakoe.text.readings import katakana_reading
+from wyoming_hayakoe.text.rewrite import katakana_reading
 from wyoming_hayakoe.text.user_dictionary import parse_user_dictionary
 parse_user_dictionary("{surface}, {reading}, 0").apply()
 print(katakana_reading("{surface}", punctuation=False))

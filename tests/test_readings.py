@@ -14,16 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from wyoming_hayakoe.text.normalize import normalize_text
-from wyoming_hayakoe.text.readings import (
-    UNITS,
-    HomeAssistantReader,
-    katakana_reading,
-    needs_rewrite,
-    safe_to_split,
-    spell_integer,
-    spell_number,
-)
+from wyoming_hayakoe.text.hayakoe.normalize import normalize_text
+from wyoming_hayakoe.text.rewrite import HomeAssistantReader, katakana_reading, needs_rewrite, safe_to_split
+from wyoming_hayakoe.text.rewrite.numbers import spell_integer, spell_number
+from wyoming_hayakoe.text.rewrite.quantities import UNITS
 
 DATA = Path(__file__).parent / "data"
 HA_CORPUS = DATA / "ha_corpus.tsv"
@@ -545,7 +539,7 @@ def test_safe_to_split(buffer: str, index: int, safe: bool):
 
 
 def test_real_sentence_stream_with_rewrite(reader: HomeAssistantReader):
-    stream_mod = pytest.importorskip("wyoming_hayakoe.server.sentence_stream")
+    stream_mod = pytest.importorskip("wyoming_hayakoe.text.rewrite.stream")
     text = "現在の気温は23.5℃です。**重要！** 湿度は45%です。合計は1,500円です。"
     whole = canonical(read(text, reader))
     for k in range(1, len(text)):
@@ -558,7 +552,7 @@ def test_real_sentence_stream_with_rewrite(reader: HomeAssistantReader):
 
 def test_lone_states_survive_a_capped_stream(reader: HomeAssistantReader):
     """A runaway sentence is cut at a colon: the state after it is still a state."""
-    stream_mod = pytest.importorskip("wyoming_hayakoe.server.sentence_stream")
+    stream_mod = pytest.importorskip("wyoming_hayakoe.text.rewrite.stream")
     text = "リビングの窓センサー: 開、扇風機の風量: 強、電源: 入\n"
     whole = canonical(read(text, reader))
     assert whole == canonical("リビングノマドセンサーカイセンプーキノフーリョーキョーデンゲンイリ")

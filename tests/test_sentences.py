@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from wyoming_hayakoe.text.sentences import cut_position
+from wyoming_hayakoe.text.hayakoe.sentences import cut_position
 
 
 @pytest.mark.parametrize("limit", [0, -1, -100])

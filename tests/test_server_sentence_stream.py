@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from wyoming_hayakoe.server.sentence_stream import SentenceStream
+from wyoming_hayakoe.text.rewrite.stream import SentenceStream
 
 
 def segment(deltas, max_length=200):
@@ -118,7 +118,7 @@ def test_max_length_must_be_sensible():
 
 
 def segment_safely(deltas, max_length=200):
-    from wyoming_hayakoe.text.readings import safe_to_split
+    from wyoming_hayakoe.text.rewrite import safe_to_split
 
     stream = SentenceStream(max_length, can_split=safe_to_split)
     fed = []

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from wyoming_hayakoe.text import TextError, openjtalk
 from wyoming_hayakoe.text.user_dictionary import (
     DictionaryEntry,
     UserDictionaryError,
@@ -112,6 +113,14 @@ def test_every_problem_is_reported_at_once():
     assert "d.csv:3: 'Hue' is already defined on line 1" in text
 
 
+def test_a_bad_dictionary_is_a_text_error():
+    """Bad entries, and a line too long for OpenJTalk, raise the text layer's one kind of error."""
+    with pytest.raises(TextError):
+        parse_user_dictionary("Hue\n")
+    with pytest.raises(TextError):
+        openjtalk.check_dictionary_source("a" * 5000)
+
+
 def test_file_errors(tmp_path: Path):
     with pytest.raises(UserDictionaryError, match="does not exist"):
         load_user_dictionary(tmp_path / "missing.csv")
@@ -129,7 +138,7 @@ def test_applied_dictionary_changes_readings(tmp_path: Path):
     words.write_text("Hue, ヒューイ, 1\n瑞穂, ミズホノ, 0\nLiving Room, リビンルーム, 0\n", encoding="utf-8")
     code = """
 import sys
-from wyoming_hayakoe.text.readings import HomeAssistantReader, katakana_reading
+from wyoming_hayakoe.text.rewrite import HomeAssistantReader, katakana_reading
 from wyoming_hayakoe.text.user_dictionary import load_user_dictionary
 texts = ["Hueの電球を23.5%に", "瑞穂", "Living Roomの照明"]
 before = [katakana_reading(t, punctuation=False) for t in texts]
@@ -145,6 +154,29 @@ print("|".join(after))
     before, after = result.stdout.strip().splitlines()
     assert before.split("|") == ["ヒューノデンキューヲニジューサンテンゴパーセントニ", "ミズホ", "リビングルームノショーメー"]
     assert after.split("|") == ["ヒューイノデンキューヲニジューサンテンゴパーセントニ", "ミズホノ", "リビンルームノショーメー"]
+
+
+def test_a_dictionary_applied_later_wins_over_readings_already_made(tmp_path: Path):
+    """Readings looked up before a dictionary is applied are not served from a cache after it."""
+    words = tmp_path / "words.csv"
+    words.write_text("Zorblax, ヤマダハナコ, 0\n", encoding="utf-8")
+    code = """
+import sys
+from wyoming_hayakoe.text import normalize_text
+from wyoming_hayakoe.text.rewrite import HomeAssistantReader, katakana_reading
+from wyoming_hayakoe.text.user_dictionary import load_user_dictionary
+reader = HomeAssistantReader()
+def readings():
+    return katakana_reading("Zorblaxをつけて", reader, punctuation=False) + "|" + normalize_text("Zorblax")
+print(readings())
+load_user_dictionary(sys.argv[1]).apply()
+print(readings())
+"""
+    result = run_python(code, str(words))
+    assert result.returncode == 0, result.stderr
+    before, after = result.stdout.strip().splitlines()
+    assert "ヤマダハナコ" not in before and before.endswith("|Zorblax")
+    assert after == "ヤマダハナコヲツケテ|ヤマダハナコ"
 
 
 def test_speak_reading_flag():

@@ -127,7 +127,7 @@ def main() -> int:
         fail(str(err))
 
     if output is None:
-        from ..text.readings import HomeAssistantReader, katakana_reading
+        from ..text.rewrite import HomeAssistantReader, katakana_reading
 
         try:
             print(katakana_reading(text, HomeAssistantReader(keep_words)))

@@ -12,8 +12,8 @@ import numpy as np
 from ..runtime.cache import ModelCache
 from ..store import find_bert, find_voice, installed_voices
 from ..text import Frontend, split_sentences
-from ..text.sentences import cut_position
-from ..text.readings import HomeAssistantReader
+from ..text.hayakoe.sentences import cut_position
+from ..text.rewrite import HomeAssistantReader
 from .bert import BertEncoder
 from .pauses import BoundaryPause
 from .settings import SynthesisSettings

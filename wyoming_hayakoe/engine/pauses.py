@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..text.symbols import SENTENCE_END_IDS
+from ..text.hayakoe.symbols import SENTENCE_END_IDS
 
 MIN_PAUSE_SECONDS = 0.08
 _SILENCE_WINDOW_SECONDS = 0.010

@@ -21,7 +21,7 @@ from typing import Awaitable, Callable, Iterator, Protocol, TypeVar
 import numpy as np
 
 from ..text import UnpronounceableText
-from ..text.sentences import has_speech
+from ..text.hayakoe.sentences import has_speech
 from .engine import Engine
 from .pauses import BoundaryPause, gap_samples, trailing_silence
 from .settings import SynthesisSettings

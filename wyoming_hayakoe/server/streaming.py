@@ -6,10 +6,9 @@ import asyncio
 from typing import AsyncIterator
 
 from ..engine.speech import Speech
-from ..text.readings import safe_to_split
+from ..text.rewrite import SentenceStream, safe_to_split
 from ..worker import Lane
 from .requests import RequestError
-from .sentence_stream import SentenceStream
 from .service import Service
 
 END = object()  # queued after the last sentence

@@ -1,23 +1,21 @@
-"""HayaKoe-compatible Japanese text frontend (normalisation, G2P, sentences).
+"""Japanese text → model inputs, in two layers over one guarded OpenJTalk.
 
-A standalone reimplementation of the text processing HayaKoe 1.3.1 applies
-before inference; it produces identical model inputs without importing
-hayakoe or torch.  See :mod:`.normalize` for the one deliberate difference
-(no bundled English→katakana dictionary).
+* :mod:`.hayakoe`: the HayaKoe-compatible frontend (normalisation, G2P,
+  sentences); its output must stay identical to HayaKoe's.
+* :mod:`.rewrite`: our own rewriting of Home Assistant and LLM text into
+  plain Japanese, applied before the frontend.
+* :mod:`.openjtalk` (the only way into pyopenjtalk),
+  :mod:`.user_dictionary` and :mod:`.errors` are shared by both.
 """
 
-from .frontend import Frontend, Phonemes
-from .g2p import UnpronounceableText, analyze, bert_text, g2p
-from .normalize import normalize_text
-from .sentences import split_sentences
+from .errors import TextError, UnpronounceableText
+from .hayakoe import Frontend, Phonemes, normalize_text, split_sentences
 
 __all__ = [
     "Frontend",
     "Phonemes",
+    "TextError",
     "UnpronounceableText",
-    "analyze",
-    "bert_text",
-    "g2p",
     "normalize_text",
     "split_sentences",
 ]

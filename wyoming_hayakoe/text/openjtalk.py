@@ -36,6 +36,8 @@ from typing import Any
 
 import pyopenjtalk
 
+from .errors import UserDictionaryError
+
 Features = list[dict[str, Any]]
 
 #: Widened bytes per OpenJTalk call (it crashes from about 8,200).
@@ -135,19 +137,19 @@ def system_dictionary_dir() -> str:
 
 
 def check_dictionary_source(csv_text: str) -> None:
-    """Raise ValueError if a user dictionary source has a line or field OpenJTalk cannot take."""
+    """Raise UserDictionaryError if a user dictionary source has a line or field OpenJTalk cannot take."""
     for number, line in enumerate(csv_text.splitlines(), 1):
         if len(line.encode("utf-8")) > MAX_DICTIONARY_LINE_BYTES:
-            raise ValueError(f"user dictionary line {number} is longer than {MAX_DICTIONARY_LINE_BYTES} bytes")
+            raise UserDictionaryError(f"user dictionary line {number} is longer than {MAX_DICTIONARY_LINE_BYTES} bytes")
         if any(len(field.encode("utf-8")) > MAX_DICTIONARY_FIELD_BYTES for field in line.split(",")):
-            raise ValueError(f"user dictionary line {number} has a field longer than {MAX_DICTIONARY_FIELD_BYTES} bytes")
+            raise UserDictionaryError(f"user dictionary line {number} has a field longer than {MAX_DICTIONARY_FIELD_BYTES} bytes")
 
 
 def compile_user_dictionary(csv_path: Path, dic_path: Path) -> None:
     """``mecab_dict_index``: compile a checked dictionary source (see :func:`check_dictionary_source`).
 
     Raises:
-        ValueError: a line or field is too long.
+        UserDictionaryError: a line or field is too long.
         RuntimeError: MeCab could not compile it.
     """
     check_dictionary_source(csv_path.read_text(encoding="utf-8"))
@@ -155,7 +157,11 @@ def compile_user_dictionary(csv_path: Path, dic_path: Path) -> None:
 
 
 def use_user_dictionary(dic_path: Path) -> None:
-    """Make every later analysis use the compiled user dictionary ``dic_path`` (global state)."""
+    """Make every later analysis use the compiled user dictionary ``dic_path`` (global state).
+
+    Only :meth:`.state.TextState.use_user_dictionary` calls this: it also
+    drops the readings cached with the dictionary used before.
+    """
     pyopenjtalk.update_global_jtalk_with_user_dict(str(dic_path))
 
 

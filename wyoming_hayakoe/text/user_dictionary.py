@@ -29,7 +29,9 @@ priority
     dictionary when both could split the text.
 
 Applying a dictionary changes pyopenjtalk's global state, so it is an
-explicit call made once at start-up: ``apply_user_dictionary(path)``.
+explicit call, made once at start-up: ``apply_user_dictionary(path)``.  It
+goes through :data:`.state.STATE`, which also drops the readings cached
+with the dictionary used before.
 The dictionary is compiled with pyopenjtalk's ``mecab_dict_index`` into a
 temporary directory kept for the life of the process.
 """
@@ -46,9 +48,12 @@ import sys
 import tempfile
 import unicodedata
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+
+from .errors import UserDictionaryError
+from .state import STATE
 
 logger = logging.getLogger(__name__)
 
@@ -70,10 +75,6 @@ _FIELD_SPLIT_RE = re.compile(r"\t|,")
 #: what OpenJTalk can hold in one word (see openjtalk.py).
 MAX_SURFACE_CHARS = 100
 MAX_READING_CHARS = 100
-
-
-class UserDictionaryError(ValueError):
-    """A user dictionary file that cannot be used; the message lists every problem."""
 
 
 @dataclass(frozen=True)
@@ -149,21 +150,11 @@ def _check_reading(reading: str) -> str | None:
 
 
 def _guess_accent(reading: str) -> int:
-    try:
-        from e2k import AccentPredictor
-    except ImportError:  # pragma: no cover - e2k is a dependency
-        return 0
-    global _accent_predictor
-    if _accent_predictor is None:
-        _accent_predictor = AccentPredictor()
-    accent = int(_accent_predictor(reading))
+    accent = int(STATE.accent_predictor()(reading))
     return min(max(accent, 0), count_morae(reading))
 
 
-_accent_predictor = None
-
-
-def parse_user_dictionary(text: str, source: str = "<dictionary>") -> "UserDictionary":
+def parse_user_dictionary(text: str, source: str = "<dictionary>") -> UserDictionary:
     """Parse dictionary text (see the module docstring for the format).
 
     Raises:
@@ -235,7 +226,7 @@ def apply_user_dictionary(path: str | Path | None) -> list[str]:
     return dictionary.keep_words
 
 
-def load_user_dictionary(path: str | Path) -> "UserDictionary":
+def load_user_dictionary(path: str | Path) -> UserDictionary:
     """Read and check a dictionary file.
 
     Raises:
@@ -284,10 +275,8 @@ def _stdout_to_stderr() -> Iterator[None]:
         os.dup2(stderr_fd, stdout_fd)
         yield
     finally:
-        try:
+        with suppress(OSError, AttributeError):  # pragma: no cover - no libc symbol table
             ctypes.CDLL(None).fflush(None)
-        except (OSError, AttributeError):  # pragma: no cover - no libc symbol table
-            pass
         os.dup2(saved, stdout_fd)
         os.close(saved)
 
@@ -341,9 +330,7 @@ class UserDictionary:
         return dic_path
 
     def apply(self) -> None:
-        """Compile and install into pyopenjtalk's global OpenJTalk (global state!)."""
-        from . import openjtalk
-
+        """Compile and install into pyopenjtalk's global OpenJTalk (global state, see :mod:`.state`)."""
         if not self.entries:
             logger.info("User dictionary %s is empty; nothing to apply", self.source)
             return
@@ -351,7 +338,7 @@ class UserDictionary:
             self._compiled_dir = tempfile.mkdtemp(prefix="wyoming-hayakoe-dict-")
             atexit.register(shutil.rmtree, self._compiled_dir, True)
         dic_path = self.compile(self._compiled_dir)
-        openjtalk.use_user_dictionary(dic_path)
+        STATE.use_user_dictionary(dic_path)
         logger.info("Applied user dictionary %s (%d words)", self.source, len(self.entries))
 
 

@@ -89,6 +89,6 @@ __all__ = [
     "SPECIAL_TOKENS",
     "SYMBOLS",
     "SYMBOL_TO_ID",
-    "TONE_OFFSETS",
     "TONES_PER_LANGUAGE",
+    "TONE_OFFSETS",
 ]

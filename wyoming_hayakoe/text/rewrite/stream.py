@@ -1,4 +1,8 @@
-"""Incremental sentence segmentation for streamed text (LLM token deltas).
+"""Streamed text (LLM token deltas): sentences as they complete, where not to cut, rewriting in order.
+
+:func:`safe_to_split` tells the segmenter where a cut would break a token
+the reader must see whole; :class:`StreamRewriter` rewrites one stream's
+sentences in order, remembering an open code fence across them.
 
 `SentenceStream.feed()` takes text in arbitrary pieces and returns each
 sentence as soon as it is certainly complete; `finish()` returns the rest.
@@ -26,7 +30,11 @@ and dropped at the end if something was already spoken.
 
 from __future__ import annotations
 
-from ..text.sentences import CanSplit, cut_position, has_speech
+import re
+from collections.abc import Callable
+
+from ..hayakoe.sentences import CanSplit, cut_position, has_speech
+from .markup import drop_fenced_code
 
 _STRONG_ENDERS = frozenset("。！？｡!?")
 _FULL_STOPS = frozenset(".．")
@@ -136,3 +144,81 @@ class SentenceStream:
                 # bracket, say); symbols alone are never spoken anyway.
                 self._carry = (self._carry + head)[-_MAX_CARRY:]
         return out
+
+
+class StreamRewriter:
+    """Rewrites the sentences of one stream in order, remembering an open code fence.
+
+    A fenced code block longer than the segmenter's sentence cap arrives in
+    several pieces; the pieces inside the fence are dropped.
+    """
+
+    def __init__(self, rewrite: Callable[[str], str]) -> None:
+        self.rewrite = rewrite
+        self.in_fence = False
+
+    def __call__(self, sentence: str) -> str:
+        kept, self.in_fence = drop_fenced_code(sentence, self.in_fence)
+        return self.rewrite(kept)
+
+
+_URL_START_RE = re.compile(r"(?:https?://|ftp://|www\.)", re.IGNORECASE)
+_URL_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~:/?#[]@!$&'*+,;=%")
+
+
+def safe_to_split(buffer: str, index: int) -> bool:
+    """May a sentence segmenter cut ``buffer`` into ``buffer[:index]`` and ``buffer[index:]``?
+
+    False when the cut would break something the reader must see whole:
+
+    * a number: ``23.5``, ``1,500``, ``7:30`` (a ``. , :`` right after a
+      digit, when the next character is a digit or has not arrived yet);
+    * an ordered-list marker (``1.`` at the start of a line);
+    * a URL (from ``http://``/``www.`` to the next blank);
+    * an open inline code span or fenced code block;
+    * an open markdown link (``[text]`` not yet followed by ``(url)``).
+
+    ``index == len(buffer)`` means "cut at the end of what arrived so far";
+    when the answer depends on text still to come, it is False.
+    """
+    if index <= 0 or index > len(buffer):
+        return index == 0
+    before = buffer[:index]
+    after = buffer[index:]
+    prev = before[-1]
+    # Numbers: 23.5, 1,500, 7:30 — and a digit ending the buffer may continue.
+    if prev in ".．,:：" and len(before) >= 2 and before[-2].isdigit():
+        if not after or after[0].isdigit():
+            return False
+        line_start = before.rfind("\n") + 1
+        if prev in ".．" and re.fullmatch(r"[ \t]*\d{1,3}[.．]", before[line_start:]):
+            return False  # "1." of a numbered list
+    if prev.isdigit() and after[:1].isdigit():
+        return False
+    # A URL running up to the cut.
+    for m in _URL_START_RE.finditer(before):
+        tail = before[m.start() :]
+        if all(ch in _URL_CHARS for ch in tail) and (not after or after[0] in _URL_CHARS):
+            return False
+    # Code: an odd number of fences, or of backticks on the current line.
+    fences = len(re.findall(r"^[ \t]*(?:```|~~~)", before, re.MULTILINE))
+    if fences % 2 == 1:
+        return False
+    line = before[before.rfind("\n") + 1 :]
+    if line.replace("```", "").count("`") % 2 == 1:
+        return False
+    # An open link: [text ... or [text](url ...
+    open_bracket = line.rfind("[")
+    if open_bracket != -1:
+        rest = line[open_bracket:]
+        if "]" not in rest:
+            return False
+        close = rest.index("]")
+        if rest[close + 1 : close + 2] == "(" and ")" not in rest[close:]:
+            return False
+        if close == len(rest) - 1 and not after:
+            return False  # "(url)" may still come
+    return True
+
+
+__all__ = ["SentenceStream", "StreamRewriter", "safe_to_split"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 #: A piece of text ends after one of these characters.
 SENTENCE_TERMINATORS = frozenset("。！？!?\n")
@@ -23,7 +23,7 @@ _SPEAKABLE_RE = re.compile(
 )
 
 
-#: (text, index) -> may the text be cut at index? (e.g. `text.readings.safe_to_split`)
+#: (text, index) -> may the text be cut at index? (e.g. `text.rewrite.safe_to_split`)
 CanSplit = Callable[[str, int], bool]
 
 # Where an over-long sentence is best cut (after the character).

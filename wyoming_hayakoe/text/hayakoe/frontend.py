@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from .g2p import UnpronounceableText, analyze
+from ..errors import UnpronounceableText
+from .g2p import analyze
 from .normalize import normalize_text
 from .symbols import JP_LANGUAGE_ID, JP_TONE_OFFSET, PAD_ID, SYMBOL_TO_ID
 
@@ -118,4 +119,4 @@ class Frontend:
         )
 
 
-__all__ = ["Frontend", "Phonemes", "UnpronounceableText"]
+__all__ = ["Frontend", "Phonemes"]

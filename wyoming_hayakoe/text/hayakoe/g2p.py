@@ -29,23 +29,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import openjtalk
-from .mora import LONG_MARK, VOWELS, NotKatakana, reading_to_phonemes
+from .. import openjtalk
+from ..errors import NotKatakana, UnpronounceableText
+from .mora import LONG_MARK, VOWELS, reading_to_phonemes
 from .normalize import replace_punctuation
 from .symbols import PAD, PUNCTUATION_SET, PUNCTUATIONS
 
 logger = logging.getLogger(__name__)
 
 Tokenize = Callable[[str], Sequence[str]]
-
-
-class UnpronounceableText(ValueError):
-    """The text cannot be turned into a phone sequence.
-
-    Raised where the reference implementation fails (on inconsistent
-    OpenJTalk analyses, malformed accent phrases, numbers too large to
-    spell out, characters the BERT tokenizer drops, …).
-    """
 
 
 @dataclass(frozen=True)
@@ -85,7 +77,7 @@ _E3_RE = re.compile(r"!(\d+)_")
 _F1_RE = re.compile(r"/F:(\d+)_")
 # Phones that may close an accent phrase (a phrase boundary is only marked
 # after one of them).
-_PHRASE_FINAL_PHONES = frozenset("a e i o u A E I O U N cl".split())
+_PHRASE_FINAL_PHONES = frozenset(["a", "e", "i", "o", "u", "A", "E", "I", "O", "U", "N", "cl"])
 _DEVOICED_VOWELS = frozenset("AEIOU")
 
 
@@ -269,7 +261,7 @@ def _share_out(n_phones: int, n_chars: int) -> list[int]:
 
 def _word2ph(words: Sequence[str], word_phones: Sequence[Sequence[str]], tokenize: Tokenize) -> list[int]:
     counts: list[int] = []
-    for word, phones in zip(words, word_phones):
+    for word, phones in zip(words, word_phones, strict=True):
         n_chars = 1 if word in PUNCTUATIONS else len(tokenize(word))
         counts.extend(_share_out(len(phones), n_chars))
     return counts
@@ -278,18 +270,6 @@ def _word2ph(words: Sequence[str], word_phones: Sequence[Sequence[str]], tokeniz
 # --------------------------------------------------------------------------
 # Public entry points
 # --------------------------------------------------------------------------
-
-
-def word_split(norm_text: str, features: Sequence[dict[str, Any]] | None = None) -> list[str]:
-    """The word split of ``norm_text``; joined, it is the BERT input text."""
-    if features is None:
-        features = openjtalk.run_frontend(norm_text)
-    return _split_words(norm_text, features)[0]
-
-
-def bert_text(norm_text: str) -> str:
-    """The text HayaKoe feeds to the BERT tokenizer for ``norm_text``."""
-    return "".join(word_split(norm_text))
 
 
 def analyze(norm_text: str, tokenize: Tokenize, *, use_jp_extra: bool = True) -> G2PResult:
@@ -329,18 +309,4 @@ def analyze(norm_text: str, tokenize: Tokenize, *, use_jp_extra: bool = True) ->
         phones = ["n" if p == "N" else p for p in phones]
     return G2PResult(phones=phones, tones=tones, word2ph=word2ph, words=words)
 
-
-def g2p(norm_text: str, tokenize: Tokenize, *, use_jp_extra: bool = True) -> tuple[list[str], list[int], list[int]]:
-    """``(phones, tones, word2ph)`` — same as HayaKoe's ``g2p(norm_text)``."""
-    res = analyze(norm_text, tokenize, use_jp_extra=use_jp_extra)
-    return res.phones, res.tones, res.word2ph
-
-
-__all__ = [
-    "G2PResult",
-    "UnpronounceableText",
-    "analyze",
-    "bert_text",
-    "g2p",
-    "word_split",
-]
+__all__ = ["G2PResult", "analyze"]

@@ -12,18 +12,18 @@ the ones derived from OpenJTalk's full-context labels.
 from __future__ import annotations
 
 import re
-from typing import Optional
 
+from ..errors import NotKatakana
 from .symbols import PUNCTUATION_SET
 
-MoraPhonemes = tuple[Optional[str], str]
+MoraPhonemes = tuple[str | None, str]
 
 _VOWEL_ORDER = "aiueo"
 
 # One row of the syllabary per entry: the five kana in a-i-u-e-o order
 # (``*`` = handled elsewhere / does not exist) and either one consonant for
 # the whole row or one per column.
-_SYLLABARY_ROWS: tuple[tuple[str, object], ...] = (
+_SYLLABARY_ROWS: tuple[tuple[str, str | tuple[str, ...] | None], ...] = (
     ("アイウエオ", None),
     ("カキクケコ", "k"),
     ("ガギグゲゴ", "g"),
@@ -72,7 +72,7 @@ _SMALL_VOWEL_BASES: tuple[tuple[str, str, str], ...] = (
 )
 
 # Everything that does not fit a pattern above.
-_IRREGULAR: tuple[tuple[str, Optional[str], str], ...] = (
+_IRREGULAR: tuple[tuple[str, str | None, str], ...] = (
     ("ン", None, "N"),
     ("ッ", None, "q"),
     ("ヴ", "v", "u"),
@@ -102,10 +102,7 @@ def _compose_table() -> dict[str, MoraPhonemes]:
         for col, kana in enumerate(kana_row):
             if kana == "*":
                 continue
-            if isinstance(consonants, tuple):
-                consonant = consonants[col]
-            else:
-                consonant = consonants  # type: ignore[assignment]
+            consonant = consonants[col] if isinstance(consonants, tuple) else consonants
             table[kana] = (consonant, _VOWEL_ORDER[col])
 
     for base, consonant in _PALATAL_BASES:
@@ -142,10 +139,6 @@ LONG_MARK = "ー"
 _KATAKANA_BLOCK = ("\u30a0", "\u30ff")
 # A word character followed by a run of long marks; the run repeats it.
 _STRETCH = re.compile(r"(\w)(" + LONG_MARK + r"*)")
-
-
-class NotKatakana(ValueError):
-    """A reading that is neither katakana nor punctuation."""
 
 
 def _is_katakana(ch: str) -> bool:
@@ -198,7 +191,6 @@ def reading_to_phonemes(reading: str) -> list[str]:
 __all__ = [
     "LONG_MARK",
     "MORA_TO_PHONEMES",
-    "NotKatakana",
     "VOWELS",
     "reading_to_phonemes",
 ]

@@ -36,11 +36,11 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable
-from functools import lru_cache
 
 from num2words import num2words
 
-from . import openjtalk
+from ..errors import UnpronounceableText
+from ..state import STATE
 from .symbols import PUNCTUATIONS
 
 # --- punctuation ----------------------------------------------------------
@@ -114,25 +114,6 @@ def replace_punctuation(text: str) -> str:
 # --- English words --------------------------------------------------------
 
 _LATIN_WORD_RE = re.compile(r"[A-Za-z]+")
-_UNKNOWN_WORD_POS = "フィラー"
-_ACCENT_MARK = "’"
-
-
-@lru_cache(maxsize=8192)
-def native_reading(word: str) -> str | None:
-    """Katakana reading of ``word`` from OpenJTalk's own dictionary.
-
-    Returns ``None`` when OpenJTalk does not know the word (any part of its
-    analysis is tagged ``フィラー``, which means it would be spelled out)
-    or when the reading is empty.
-    """
-    analysis = openjtalk.run_frontend(word)
-    if any(node["pos"] == _UNKNOWN_WORD_POS for node in analysis):
-        return None
-    reading = "".join(node["pron"] for node in analysis if node["pron"])
-    return reading.replace(_ACCENT_MARK, "") or None
-
-
 def replace_english_words(text: str, keep_words: Iterable[str] = ()) -> str:
     """Replace Latin words OpenJTalk knows with their katakana reading.
 
@@ -145,7 +126,7 @@ def replace_english_words(text: str, keep_words: Iterable[str] = ()) -> str:
         word = m.group(0)
         if word in keep:
             return word
-        reading = native_reading(word)
+        reading = STATE.native_reading(word)
         return word if reading is None else reading
 
     return _LATIN_WORD_RE.sub(substitute, text)
@@ -163,8 +144,6 @@ def _spell_number(m: re.Match[str]) -> str:
     try:
         return num2words(m.group(0), lang="ja")
     except (OverflowError, ValueError, ArithmeticError) as exc:
-        from .g2p import UnpronounceableText
-
         raise UnpronounceableText(f"cannot read the number {m.group(0)!r}: {exc}") from exc
 
 
@@ -200,7 +179,6 @@ def normalize_text(text: str, keep_words: Iterable[str] = ()) -> str:
 
 __all__ = [
     "PUNCTUATION_MAP",
-    "native_reading",
     "normalize_text",
     "replace_english_words",
     "replace_punctuation",
