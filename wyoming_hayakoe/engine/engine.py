@@ -11,10 +11,11 @@ import numpy as np
 
 from ..runtime.cache import ModelCache
 from ..store import find_bert, find_voice, installed_voices
-from ..text import Frontend, split_sentences
+from ..text import Frontend, Phonemes, split_sentences
 from ..text.hayakoe.sentences import cut_position
 from ..text.rewrite import HomeAssistantReader
 from .bert import BertEncoder
+from .limits import fits_one_pass
 from .pauses import BoundaryPause
 from .settings import SynthesisSettings
 from .voice import Voice
@@ -22,7 +23,9 @@ from .voice import Voice
 _LOGGER = logging.getLogger(__name__)
 
 # BERT attention grows with the square of the length: beyond these, hayakoe's
-# whole-text passes would take seconds and gigabytes, so we bound them.
+# whole-text passes would take seconds and gigabytes, so we bound them. These
+# are cheap first cuts, by characters; what one model run may take is bounded
+# by its phones (limits.py).
 MAX_SENTENCE_CHARS = 300
 MAX_PAUSE_TEXT_CHARS = 1000
 
@@ -108,17 +111,31 @@ class Engine:
             raise UnknownVoice(f"Unknown voice {name!r}; loaded: {', '.join(self.voices) or 'none'}") from None
 
     def render_sentence(
-        self, voice: Voice, sentence: str, settings: SynthesisSettings, quick_start: bool = True
+        self,
+        voice: Voice,
+        sentence: str,
+        settings: SynthesisSettings,
+        quick_start: bool = True,
+        phonemes: Phonemes | None = None,
     ) -> Iterator[np.ndarray]:
-        """float audio for one sentence, in pieces: frontend → BERT → synthesizer."""
-        phonemes = voice.frontend.phonemize(sentence)
+        """float audio for one sentence, in pieces: frontend (unless its `phonemes` are given) → BERT → synthesizer."""
+        if phonemes is None:
+            phonemes = voice.frontend.phonemize(sentence)
         return voice.render(phonemes, self.bert.features(phonemes), settings, quick_start)
 
-    def boundary_pauses(self, voice: Voice, text: str, sentences: int, settings: SynthesisSettings) -> BoundaryPause:
-        """Pauses at the sentence boundaries of `text`, from one duration-predictor pass over all of it."""
+    def boundary_pauses(
+        self, voice: Voice, text: str, sentences: int, settings: SynthesisSettings
+    ) -> BoundaryPause | None:
+        """Pauses at the sentence boundaries of `text`, from one duration-predictor pass over all of it.
+
+        None when `text` has more phones than one pass may take (see
+        limits.py): each pause is then predicted over its own boundary.
+        """
         if sentences <= 1 or not voice.has_duration_predictor:
             return BoundaryPause()
         phonemes = voice.frontend.phonemize(text)
+        if not fits_one_pass(phonemes):
+            return None
         durations = voice.predict_durations(phonemes, self.bert.features(phonemes), settings)
         if durations is None:
             return BoundaryPause()

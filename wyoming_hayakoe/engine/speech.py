@@ -20,10 +20,12 @@ from typing import Awaitable, Callable, Iterator, Protocol, TypeVar
 
 import numpy as np
 
-from ..text import UnpronounceableText
+from ..runtime.ort import give_back_heap
+from ..text import Phonemes, UnpronounceableText
 from ..text.hayakoe.sentences import has_speech
 from .engine import Engine
-from .pauses import BoundaryPause, gap_samples, trailing_silence
+from .limits import fitting_parts
+from .pauses import MIN_PAUSE_SECONDS, BoundaryPause, gap_samples, trailing_silence
 from .settings import SynthesisSettings
 
 _LOGGER = logging.getLogger(__name__)
@@ -138,20 +140,32 @@ class Speech:
             return
         spoke = False
         try:
-            for part in self.engine.bounded(text):
-                for piece in self._speak_bounded(part, pause):
+            for part, phonemes in self._parts(text):
+                for piece in self._speak_part(part, phonemes, pause):
                     spoke = True
                     yield piece
-                pause = None
+                pause = MIN_PAUSE_SECONDS  # parts of one sentence follow each other with the shortest pause
         except UnpronounceableText as err:
             self.result.skipped.append(str(err))
             _LOGGER.warning("%s: skipped a sentence that cannot be read: %s (%r)", self.label, err, text[:40])
         if spoke:
             self.result.spoken += 1
 
-    def _speak_bounded(self, sentence: str, pause: float | None) -> Iterator[np.ndarray]:
+    def _parts(self, text: str) -> Iterator[tuple[str, Phonemes]]:
+        """`text` in parts one pass of the models may take, with their phonemes.
+
+        A sentence longer than MAX_SENTENCE_CHARS (a streamed one can grow so
+        when its numbers and names are written out), or with more phones than
+        one synthesizer run may take at these settings (limits.py), is cut at
+        a comma or space where there is one.
+        """
+        for bounded in self.engine.bounded(text):
+            yield from fitting_parts(bounded, self.voice.frontend.phonemize, self.settings)
+
+    def _speak_part(self, sentence: str, phonemes: Phonemes, pause: float | None) -> Iterator[np.ndarray]:
         pieces: list[np.ndarray] = []
-        for piece in self.engine.render_sentence(self.voice, sentence, self.settings, self._quick_start()):
+        quick = self._quick_start()
+        for piece in self.engine.render_sentence(self.voice, sentence, self.settings, quick, phonemes):
             out = piece
             if not pieces and self._previous_audio is not None:
                 out = np.concatenate([np.zeros(self._silence_before(sentence, pause), dtype=np.float32), piece])
@@ -162,6 +176,7 @@ class Speech:
             yield to_pcm16(out)
         self._previous_text = sentence
         self._previous_audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
+        give_back_heap()  # what this part's runs freed, before the next part or request
 
     def _audio_ahead(self) -> float:
         """Seconds of audio sent but not yet heard, if playback began with the first piece."""
@@ -185,7 +200,8 @@ class Speech:
         assert self._previous_text is not None and self._previous_audio is not None
         if pause is None:
             window = self._previous_text + sentence
-            pause = self.engine.boundary_pauses(self.voice, window, 2, self.settings).target(0)
+            pauses = self.engine.boundary_pauses(self.voice, window, 2, self.settings)
+            pause = pauses.target(0) if pauses is not None else MIN_PAUSE_SECONDS
         return gap_samples(trailing_silence(self._previous_audio, self.voice.sample_rate), pause, self.voice.sample_rate)
 
 

@@ -175,13 +175,20 @@ class Voice:
         self, phonemes: Phonemes, bert: np.ndarray, settings: SynthesisSettings, quick_start: bool = True
     ) -> Iterator[np.ndarray]:
         """float32 mono audio in ±1 for one sentence, in pieces as the decoder makes them (see decode_plan)."""
-        inputs = self._inputs(phonemes, bert, settings)
-        front, decoder = self.models.front, self.models.decoder
-        if front is None or decoder is None:
-            assert self.models.whole is not None
-            yield self.models.whole.audio(inputs)
+        if self.models.whole is not None:
+            yield self.models.whole.audio(self._inputs(phonemes, bert, settings))
             return
-        latent, speaker = front.latent(inputs)
+        yield from self.decode(*self.front(phonemes, bert, settings), quick_start)
+
+    def front(self, phonemes: Phonemes, bert: np.ndarray, settings: SynthesisSettings) -> tuple[np.ndarray, np.ndarray]:
+        """The latent z [1, C, frames] and speaker embedding g of a sentence (split synthesizers only)."""
+        assert self.models.front is not None, "a whole synthesizer has no front"
+        return self.models.front.latent(self._inputs(phonemes, bert, settings))
+
+    def decode(self, latent: np.ndarray, speaker: np.ndarray, quick_start: bool = True) -> Iterator[np.ndarray]:
+        """Audio of a latent from `front`, slice by slice, each with its context on either side."""
+        decoder = self.models.decoder
+        assert decoder is not None, "a whole synthesizer has no decoder"
         hop = self.config.hop_length
         frames = latent.shape[2]
         for start, end in decode_plan(frames, quick_start):

@@ -7,8 +7,10 @@ optimized models the cache made (see cache.py).
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Callable, Protocol
 
 import numpy as np
 import onnxruntime as ort
@@ -18,7 +20,48 @@ from .models import SynthesisInputs, VoiceModels
 from .cache import DECODER, FRONT, WHOLE, ModelCache
 
 
-def open_session(model: Path, threads: int | None) -> ort.InferenceSession:
+def _malloc_trim() -> Callable[[int], int] | None:
+    libc = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(libc).malloc_trim if libc else None
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to do
+        return None
+
+
+_MALLOC_TRIM = _malloc_trim()
+
+
+def give_back_heap() -> None:
+    """Return the C heap's free pages to the system (glibc only).
+
+    The arena's smaller regions, and the arrays a sentence passes between
+    models, come from glibc's heap: once freed, glibc keeps the pages
+    (tens of MB after a long sentence) for later use instead of returning
+    them, unless asked to.
+    """
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+
+
+class ShrinkingSession:
+    """An InferenceSession whose every run hands the arena memory it grew back when it ends.
+
+    ORT's arena otherwise keeps its largest size for good: one long sentence
+    left the front's attention over all its frames (hundreds of MB) resident
+    until the server stopped. Given back, what a request costs lasts only as
+    long as the request, and the one voice's server returns to its idle size.
+    """
+
+    def __init__(self, session: ort.InferenceSession) -> None:
+        self._session = session
+        self._options = ort.RunOptions()
+        self._options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+
+    def run(self, output_names: list[str] | None, input_feed: dict[str, np.ndarray]) -> list[Any]:
+        return self._session.run(output_names, input_feed, self._options)
+
+
+def open_session(model: Path, threads: int | None) -> ShrinkingSession:
     """A CPU session for an already optimized model file (see cache.py); `threads` caps its intra-op pool.
 
     The graph is not optimized again: that would fold constants into new
@@ -33,7 +76,7 @@ def open_session(model: Path, threads: int | None) -> ort.InferenceSession:
     if threads:
         options.intra_op_num_threads = threads
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+    return ShrinkingSession(ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"]))
 
 
 def _scalar(value: float) -> np.ndarray:
