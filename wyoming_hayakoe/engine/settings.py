@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 # name -> (low, high): outside these the models produce noise or nothing.
-_BOUNDS = {
+BOUNDS = {
     "style_weight": (0.0, 2.0),
     "length_scale": (0.1, 5.0),
     "noise_scale": (0.0, 2.0),
@@ -31,10 +31,10 @@ class SynthesisSettings:
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            if f.name not in _BOUNDS:
+            if f.name not in BOUNDS:
                 continue
             value = getattr(self, f.name)
-            low, high = _BOUNDS[f.name]
+            low, high = BOUNDS[f.name]
             if not isinstance(value, (int, float)) or not low <= float(value) <= high:
                 raise InvalidSettings(f"{f.name} must be between {low} and {high}, got {value!r}")
 

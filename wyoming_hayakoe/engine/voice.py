@@ -151,16 +151,29 @@ class Voice:
             "sdp_ratio": _scalar(settings.sdp_ratio),
         }
 
+    def _synthesizer_inputs(
+        self, phonemes: Phonemes, bert: np.ndarray, settings: SynthesisSettings
+    ) -> dict[str, np.ndarray]:
+        return {**self._inputs(phonemes, bert, settings), "noise_scale": _scalar(settings.noise_scale)}
+
     def render(
         self, phonemes: Phonemes, bert: np.ndarray, settings: SynthesisSettings, quick_start: bool = True
     ) -> Iterator[np.ndarray]:
         """float32 mono audio in ±1 for one sentence, in pieces as the decoder makes them (see decode_plan)."""
-        inputs = self._inputs(phonemes, bert, settings)
-        inputs["noise_scale"] = _scalar(settings.noise_scale)
         if self.decoder is None:
-            yield self.synthesizer.run(["audio"], inputs)[0].reshape(-1)
+            yield self.synthesizer.run(["audio"], self._synthesizer_inputs(phonemes, bert, settings))[0].reshape(-1)
             return
-        latent, speaker = self.synthesizer.run([self._latent, self._speaker], inputs)
+        yield from self.decode(*self.front(phonemes, bert, settings), quick_start)
+
+    def front(self, phonemes: Phonemes, bert: np.ndarray, settings: SynthesisSettings) -> tuple[np.ndarray, np.ndarray]:
+        """The latent z [1, C, frames] and speaker embedding g of a sentence (split synthesizers only)."""
+        latent, speaker = self.synthesizer.run(
+            [self._latent, self._speaker], self._synthesizer_inputs(phonemes, bert, settings)
+        )
+        return latent, speaker
+
+    def decode(self, latent: np.ndarray, speaker: np.ndarray, quick_start: bool = True) -> Iterator[np.ndarray]:
+        """Audio of a latent from `front`, slice by slice."""
         hop = self.config.hop_length
         frames = latent.shape[2]
         for start, end in decode_plan(frames, quick_start):
