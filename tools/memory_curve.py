@@ -24,11 +24,12 @@ pages the kernel can drop, bounded by the files' sizes.
 
 Text kinds: `real` is everyday Japanese at the default settings (clauses
 joined by 、 into one sentence for the sentence models, sentences ending in 。
-for `durations` and `request`); `worst` is the worst the limits allow: no
-punctuation, the character with the most phones, the largest length_scale and
-the most spread-out durations the settings accept. A child whose RSS passes
---rss-limit-mb is killed and reported as such, so an unbounded run cannot
-take the machine down.
+for `durations` and `request`); `worst` is the worst text the limits allow:
+no punctuation, the character with the most phones, the largest length_scale;
+`noisy` is that with the most spread-out durations the settings accept
+(sdp_ratio 1, noise_w_scale 2), whose frame counts are random with a heavy
+tail. A child whose RSS passes --rss-limit-mb is killed and reported as such,
+so an unbounded run cannot take the machine down.
 """
 
 from __future__ import annotations
@@ -50,9 +51,9 @@ from tools.benchmark import VOICES, ensure_full_standin, tree_rss_kib  # noqa: E
 
 SENTENCE_MODELS = ("bert", "front", "decoder")
 TEXT_MODELS = ("durations", "request")
-KINDS = ("real", "worst")
+KINDS = ("real", "worst", "noisy")
 CLAUSES = (
-    "今日の東京は晴れのち曇りで",
+    "今日の東京は朝から晴れていて",
     "最高気温は二十三度の予想です",
     "午後から風が強くなるので",
     "お出かけの際はお気をつけください",
@@ -79,15 +80,17 @@ def real_text(chars: int, sentences: bool) -> str:
 
 
 def text_for(kind: str, chars: int, model: str) -> str:
-    return WORST_CHARACTER * chars if kind == "worst" else real_text(chars, sentences=model in TEXT_MODELS)
+    return real_text(chars, sentences=model in TEXT_MODELS) if kind == "real" else WORST_CHARACTER * chars
 
 
 def settings_for(kind: str):
-    """Default settings, or those that make the most frames: the largest length_scale, the noisiest durations."""
+    """Default settings; the largest length_scale (worst); that and the most spread-out durations (noisy)."""
     from wyoming_hayakoe.engine.settings import BOUNDS, SynthesisSettings
 
     if kind == "real":
         return SynthesisSettings()
+    if kind == "worst":
+        return SynthesisSettings(length_scale=BOUNDS["length_scale"][1])
     return SynthesisSettings(
         length_scale=BOUNDS["length_scale"][1], noise_w_scale=BOUNDS["noise_w_scale"][1], sdp_ratio=BOUNDS["sdp_ratio"][1]
     )
@@ -208,13 +211,13 @@ def main() -> int:
     parser.add_argument("--text-lengths", type=_lengths, default="300,1000",
                         help="characters per text (durations, request), real kind (default: %(default)s)")
     parser.add_argument("--worst-lengths", type=_lengths, default="2,5,20",
-                        help="characters per sentence, worst kind (default: %(default)s)")
+                        help="characters per sentence, worst and noisy kinds (default: %(default)s)")
     parser.add_argument("--worst-text-lengths", type=_lengths, default="20",
-                        help="characters per text, worst kind; at length_scale 5 each is seconds of audio "
+                        help="characters per text, worst and noisy kinds; at length_scale 5 each is seconds of audio "
                              "(default: %(default)s)")
     parser.add_argument("--model", action="append", choices=SENTENCE_MODELS + TEXT_MODELS,
                         help="only these (repeatable; default: all)")
-    parser.add_argument("--kind", action="append", choices=KINDS, help="only these (repeatable; default: both)")
+    parser.add_argument("--kind", action="append", choices=KINDS, help="only these (repeatable; default: all)")
     parser.add_argument("--rss-limit-mb", type=float, default=4000)
     parser.add_argument("--timeout", type=float, default=1200, help="seconds per child (default: %(default)s)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results")
@@ -228,8 +231,9 @@ def main() -> int:
         return 0
 
     ensure_full_standin(args.models)
-    lengths = {("real", False): args.lengths, ("real", True): args.text_lengths,
-               ("worst", False): args.worst_lengths, ("worst", True): args.worst_text_lengths}
+    lengths = {("real", False): args.lengths, ("real", True): args.text_lengths}
+    for kind in ("worst", "noisy"):
+        lengths[kind, False], lengths[kind, True] = args.worst_lengths, args.worst_text_lengths
     points: list[Point] = []
     for model in args.model or SENTENCE_MODELS + TEXT_MODELS:
         for kind in args.kind or KINDS:
