@@ -11,11 +11,12 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ..store import find_bert, find_voice, installed_voices
-from ..text import Frontend, split_sentences
+from ..text import Frontend, Phonemes, split_sentences
 from ..text.sentences import cut_position
 from ..text.readings import HomeAssistantReader
 from .bert import BertEncoder
-from .pauses import BoundaryPause, gap_samples, trailing_silence
+from .limits import fits_one_pass, fitting_parts
+from .pauses import MIN_PAUSE_SECONDS, BoundaryPause, gap_samples, trailing_silence
 from .prepared import ModelCache
 from .settings import SynthesisSettings
 from .voice import Voice
@@ -23,7 +24,9 @@ from .voice import Voice
 _LOGGER = logging.getLogger(__name__)
 
 # BERT attention grows with the square of the length: beyond these, hayakoe's
-# whole-text passes would take seconds and gigabytes, so we bound them.
+# whole-text passes would take seconds and gigabytes, so we bound them. These
+# are cheap first cuts, by characters; what one model run may take is bounded
+# by its phones (limits.py).
 MAX_SENTENCE_CHARS = 300
 MAX_PAUSE_TEXT_CHARS = 1000
 # After a request's first sentence, a sentence is decoded in small slices
@@ -123,17 +126,31 @@ class Engine:
                 pass
 
     def render_sentence(
-        self, voice: Voice, sentence: str, settings: SynthesisSettings, quick_start: bool = True
+        self,
+        voice: Voice,
+        sentence: str,
+        settings: SynthesisSettings,
+        quick_start: bool = True,
+        phonemes: Phonemes | None = None,
     ) -> Iterator[np.ndarray]:
-        """float audio for one sentence, in pieces: frontend → BERT → synthesizer."""
-        phonemes = voice.frontend.phonemize(sentence)
+        """float audio for one sentence, in pieces: frontend (unless its `phonemes` are given) → BERT → synthesizer."""
+        if phonemes is None:
+            phonemes = voice.frontend.phonemize(sentence)
         return voice.render(phonemes, self.bert.features(phonemes), settings, quick_start)
 
-    def boundary_pauses(self, voice: Voice, text: str, sentences: int, settings: SynthesisSettings) -> BoundaryPause:
-        """Pauses at the sentence boundaries of `text`, from one duration-predictor pass over all of it."""
+    def boundary_pauses(
+        self, voice: Voice, text: str, sentences: int, settings: SynthesisSettings
+    ) -> BoundaryPause | None:
+        """Pauses at the sentence boundaries of `text`, from one duration-predictor pass over all of it.
+
+        None when `text` has more phones than one pass may take (see
+        limits.py): each pause is then predicted over its own boundary.
+        """
         if sentences <= 1 or voice.duration_predictor is None:
             return BoundaryPause()
         phonemes = voice.frontend.phonemize(text)
+        if not fits_one_pass(phonemes):
+            return None
         durations = voice.predict_durations(phonemes, self.bert.features(phonemes), settings)
         return BoundaryPause.from_durations(
             durations, phonemes.phone_ids, sentences - 1, voice.config.hop_length, voice.sample_rate
@@ -147,7 +164,8 @@ class Engine:
         unchanged into the hayakoe-compatible frontend. Pauses come from one duration-predictor pass over the whole text, as
         in hayakoe; it runs after the first sentence is out, so it never
         delays the first audio. Very long texts and sentences are bounded
-        (see MAX_SENTENCE_CHARS): pauses there come from boundary windows.
+        (see MAX_SENTENCE_CHARS and limits.py): pauses there come from
+        boundary windows.
         """
         utterance = self.utterance(voice_name, settings)
         plan = self.plan(text)
@@ -201,15 +219,21 @@ class Utterance:
         """int16 audio of `sentence` in pieces, the first preceded by the pause after the previous sentence.
 
         A sentence longer than MAX_SENTENCE_CHARS (a streamed one can grow so
-        when its numbers and names are written out) is spoken in bounded
-        parts, as `plan` bounds a whole text.
+        when its numbers and names are written out), or with more phones
+        than one synthesizer run may take at these settings (limits.py), is
+        spoken in parts, cut at a comma or space where there is one. Parts
+        of one sentence follow each other with the shortest pause only.
         """
-        for index, part in enumerate(bounded_sentences([sentence]) or [sentence]):
-            yield from self._speak_bounded(part, pause if index == 0 else None)
+        first = True
+        for bounded in bounded_sentences([sentence]) or [sentence]:
+            for part, phonemes in fitting_parts(bounded, self.voice.frontend.phonemize, self.settings):
+                yield from self._speak_bounded(part, phonemes, pause if first else MIN_PAUSE_SECONDS)
+                first = False
 
-    def _speak_bounded(self, sentence: str, pause: float | None) -> Iterator[np.ndarray]:
+    def _speak_bounded(self, sentence: str, phonemes: Phonemes, pause: float | None) -> Iterator[np.ndarray]:
         pieces: list[np.ndarray] = []
-        for piece in self.engine.render_sentence(self.voice, sentence, self.settings, self._quick_start()):
+        rendered = self.engine.render_sentence(self.voice, sentence, self.settings, self._quick_start(), phonemes)
+        for piece in rendered:
             out = piece
             if not pieces and self._previous_audio is not None:
                 out = np.concatenate([np.zeros(self._silence_before(sentence, pause), dtype=np.float32), piece])
@@ -236,5 +260,6 @@ class Utterance:
     def _silence_before(self, sentence: str, pause: float | None) -> int:
         if pause is None:
             window = self._previous_text + sentence
-            pause = self.engine.boundary_pauses(self.voice, window, 2, self.settings).target(0)
+            pauses = self.engine.boundary_pauses(self.voice, window, 2, self.settings)
+            pause = pauses.target(0) if pauses is not None else MIN_PAUSE_SECONDS
         return gap_samples(trailing_silence(self._previous_audio, self.voice.sample_rate), pause, self.voice.sample_rate)

@@ -1,0 +1,157 @@
+"""Memory stays bounded: no model run takes more text than its budget.
+
+The servers here are fresh processes on the tiny stand-in, whose attention
+maps over frames and phones are as large as the full-size models' (the same
+number of heads), so what an unbounded sentence costs shows on it too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from transformers.models.bert_japanese.tokenization_bert_japanese import BertJapaneseTokenizer
+
+import ha_client as ha
+from tools.memory_curve import WORST_CHARACTER, real_text
+from wyoming_hayakoe.engine.engine import MAX_SENTENCE_CHARS, Engine
+from wyoming_hayakoe.engine.limits import FRONT_MAX_FRAMES, fitting_parts, frames_per_id, part_limits
+from wyoming_hayakoe.engine.settings import BOUNDS, SynthesisSettings
+from wyoming_hayakoe.text import Frontend
+
+VOICE = "standin-a"
+LONGEST_SCALE = BOUNDS["length_scale"][1]
+# A server that grows past this over its idle RSS is killed: the unbounded
+# runs these tests guard against would take gigabytes.
+RUNAWAY_MIB = 1500
+
+
+@pytest.fixture(scope="module")
+def frontend(bert_tokenizer_dir: Path) -> Frontend:
+    return Frontend(BertJapaneseTokenizer.from_pretrained(str(bert_tokenizer_dir), local_files_only=True), add_blank=True)
+
+
+# ----------------------------------------------------------- the limits --
+
+
+def test_a_long_sentence_is_cut_after_commas_into_parts_that_fit(frontend: Frontend) -> None:
+    sentence = real_text(MAX_SENTENCE_CHARS, sentences=False)
+    settings = SynthesisSettings()
+    parts = fitting_parts(sentence, frontend.phonemize, settings)
+    ids, tokens = part_limits(settings)
+    assert len(parts) > 1 and "".join(text for text, _ in parts) == sentence  # every character is spoken
+    assert all(len(p.phone_ids) <= ids and len(p.word2ph) <= tokens for _, p in parts)
+    assert all(text.endswith("、") for text, _ in parts[:-1])
+
+
+@pytest.mark.parametrize("length_scale", [1.0, LONGEST_SCALE])
+def test_the_longest_worst_sentence_is_cut_hard_into_parts_within_the_frame_budget(
+    frontend: Frontend, length_scale: float
+) -> None:
+    """No comma or space: cut anywhere, shorter the slower it is spoken."""
+    sentence = WORST_CHARACTER * MAX_SENTENCE_CHARS
+    settings = SynthesisSettings(length_scale=length_scale)
+    parts = fitting_parts(sentence, frontend.phonemize, settings)
+    assert "".join(text for text, _ in parts) == sentence
+    assert all(len(p.phone_ids) * frames_per_id(settings) <= FRONT_MAX_FRAMES for _, p in parts)
+    whole = len(frontend.phonemize(sentence).phone_ids) * frames_per_id(settings)
+    assert len(parts) >= whole / FRONT_MAX_FRAMES  # fewer parts could not fit
+
+
+def test_a_sentence_too_long_for_one_run_is_spoken_in_parts(standin_dir: Path, model_cache: Path, monkeypatch) -> None:
+    """Through the engine: the synthesizer front never gets more than a part, and all of it is spoken."""
+    engine = Engine([standin_dir], voices=[VOICE], cache_dir=model_cache)
+    voice = engine.voice(VOICE)
+    settings = SynthesisSettings(length_scale=LONGEST_SCALE, noise_scale=0.0, noise_w_scale=0.0)
+    seen: list[int] = []
+    spoken: list[str] = []
+    front, render = voice.front, engine.render_sentence
+
+    def recording_front(phonemes, *args):
+        seen.append(len(phonemes.phone_ids))
+        return front(phonemes, *args)
+
+    def recording_render(voice, sentence, *args, **kwargs):
+        spoken.append(sentence)
+        return render(voice, sentence, *args, **kwargs)
+
+    monkeypatch.setattr(voice, "front", recording_front)
+    monkeypatch.setattr(engine, "render_sentence", recording_render)
+    sentence = WORST_CHARACTER * 12
+    audio = np.concatenate(list(engine.synthesize(sentence, VOICE, settings)))
+    assert len(seen) > 1 and max(seen) <= part_limits(settings)[0]
+    assert "".join(spoken) == sentence and len(audio) > 0
+
+
+# ---------------------------------------------------- through a server --
+
+
+def _status_mib(pid: int, field: str) -> float:
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    raise KeyError(field)
+
+
+class RunawayGuard:
+    """Kills the server if its RSS passes `limit_mib`, so an unbounded run fails the test, not the machine."""
+
+    def __init__(self, pid: int, limit_mib: float) -> None:
+        self.pid, self.limit_mib = pid, limit_mib
+        self.tripped = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.01):
+            try:
+                rss = _status_mib(self.pid, "VmRSS")
+            except (OSError, KeyError):
+                return
+            if rss > self.limit_mib:
+                self.tripped = True
+                os.kill(self.pid, signal.SIGKILL)
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def _speak_measured(data_dir: Path, text: str, *args: str) -> dict[str, float]:
+    """A fresh one-voice server speaks `text`: its idle RSS, peak during the request and RSS after, in MiB."""
+    with ha.ServerProcess(data_dir, "--voice", VOICE, "--load-voice", VOICE, *ha.SHARED_ARGS, *args).start() as server:
+        pid = server.proc.pid
+        asyncio.run(ha.synthesize(server.host, server.port, "準備完了です。"))  # past any lazy first-request setup
+        idle = {field: _status_mib(pid, field) for field in ("VmRSS", "RssAnon")}
+        with open(f"/proc/{pid}/clear_refs", "w", encoding="ascii") as clear:
+            clear.write("5")  # the peak counts from here
+        guard = RunawayGuard(pid, idle["VmRSS"] + RUNAWAY_MIB)
+        try:
+            result = asyncio.run(ha.synthesize(server.host, server.port, text))
+        except (ConnectionError, OSError):
+            result = None
+        finally:
+            guard.stop()
+        assert not guard.tripped, f"the server grew past {RUNAWAY_MIB} MiB over its idle RSS and was killed"
+        assert result is not None and result.seconds > 0
+        return {"idle": idle["VmRSS"], "idle_anon": idle["RssAnon"], "peak": _status_mib(pid, "VmHWM"),
+                "after": _status_mib(pid, "VmRSS"), "after_anon": _status_mib(pid, "RssAnon")}
+
+
+def test_the_worst_sentence_stays_within_a_bound(standin_dir: Path) -> None:
+    """No punctuation, the most phones per character, spoken as slowly as the settings allow.
+
+    Unbounded, its front would attend over some 14,000 frames at once
+    (gigabytes); the tiny model's runs are bounded as the full-size ones,
+    and its budget per run is about 300 MiB (limits.py).
+    """
+    rss = _speak_measured(standin_dir, WORST_CHARACTER * 40, "--length-scale", str(LONGEST_SCALE))
+    assert rss["peak"] - rss["idle"] < 300, rss
