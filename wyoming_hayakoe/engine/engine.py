@@ -16,6 +16,7 @@ from ..text.sentences import cut_position
 from ..text.readings import HomeAssistantReader
 from .bert import BertEncoder
 from .limits import fits_one_pass, fitting_parts
+from .onnx import give_back_heap
 from .pauses import MIN_PAUSE_SECONDS, BoundaryPause, gap_samples, trailing_silence
 from .prepared import ModelCache
 from .settings import SynthesisSettings
@@ -244,6 +245,7 @@ class Utterance:
             yield to_pcm16(out)
         self._previous_text = sentence
         self._previous_audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
+        give_back_heap()  # what this part's runs freed, before the next part or request
 
     def _quick_start(self) -> bool:
         """Small first slices, which cost extra decoding, only where they shorten a wait.

@@ -1,7 +1,7 @@
 """How much text one model run may take, so that memory stays within a budget.
 
 Measured with tools/memory_curve.py on the full-size models, over the RSS
-before each run:
+before each run (every run gives its arena back when it ends, see onnx.py):
 
 * synthesizer front: its flow attends over all frames, about 56 bytes per
   frame² (2,583 frames +388 MiB, 3,910 +867 MiB, 4,249 +1,281 MiB);
