@@ -92,7 +92,7 @@ def _parse_range(header: str | None, size: int) -> int | None:
     """Start offset of a ``bytes=N-`` range (the only form huggingface_hub sends)."""
     if not header or not header.startswith("bytes="):
         return None
-    first = header[len("bytes="):].split(",")[0].strip()
+    first = header[len("bytes=") :].split(",")[0].strip()
     start, _, _end = first.partition("-")
     if not start.isdigit():
         return None
@@ -158,7 +158,8 @@ class FakeHub:
         """How many GETs of each repo file's content were answered (cut ones included)."""
         with self._lock:
             return Counter(
-                r.file for r in self.requests
+                r.file
+                for r in self.requests
                 if r.method == "GET" and r.status in (200, 206) and r.body_bytes and r.file
             )
 
@@ -196,7 +197,7 @@ class FakeHub:
         """(host, port) of the hub and the CDN servers."""
         return [s.httpd.server_address[:2] for s in (self._hub, self._cdn) if s is not None]
 
-    def start(self) -> "FakeHub":
+    def start(self) -> FakeHub:
         try:
             self._cdn = _Server(self, "cdn")
             self._hub = _Server(self, "hub")
@@ -214,7 +215,7 @@ class FakeHub:
     def running(self) -> bool:
         return any(s is not None and s.running for s in (self._hub, self._cdn))
 
-    def __enter__(self) -> "FakeHub":
+    def __enter__(self) -> FakeHub:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -381,16 +382,19 @@ class _Handler(BaseHTTPRequestHandler):
         for entry in revision.files.values():
             if not entry.path.startswith(prefix):
                 continue
-            rel = entry.path[len(prefix):].split("/")
+            rel = entry.path[len(prefix) :].split("/")
             # Folders on the way (all of them when recursive, else only the first level).
             for depth in range(1, len(rel) if recursive else min(len(rel), 2)):
                 folder_path = prefix + "/".join(rel[:depth])
-                entries.setdefault(folder_path, {
-                    "type": "directory",
-                    "oid": hashlib.sha1(folder_path.encode()).hexdigest(),
-                    "size": 0,
-                    "path": folder_path,
-                })
+                entries.setdefault(
+                    folder_path,
+                    {
+                        "type": "directory",
+                        "oid": hashlib.sha1(folder_path.encode()).hexdigest(),
+                        "size": 0,
+                        "path": folder_path,
+                    },
+                )
             if recursive or len(rel) == 1:
                 item = {"type": "file", "oid": entry.blob_id, "size": len(entry.data), "path": entry.path}
                 if entry.sha256:
@@ -411,14 +415,18 @@ class _Handler(BaseHTTPRequestHandler):
         common = {"X-Repo-Commit": revision.commit, "Accept-Ranges": "bytes"}
         if entry.sha256 is not None:
             # LFS: metadata on the redirect itself, bytes from the "CDN" (another origin).
-            self._send(302, {
-                **common,
-                "Location": self.hub._cdn_url(entry),
-                "ETag": f'"{entry.blob_id}"',
-                "X-Linked-Etag": f'"{entry.sha256}"',
-                "X-Linked-Size": str(len(entry.data)),
-                "Content-Type": "text/plain; charset=utf-8",
-            }, b"Found. Redirecting to CDN" if self.command == "GET" else b"")
+            self._send(
+                302,
+                {
+                    **common,
+                    "Location": self.hub._cdn_url(entry),
+                    "ETag": f'"{entry.blob_id}"',
+                    "X-Linked-Etag": f'"{entry.sha256}"',
+                    "X-Linked-Size": str(len(entry.data)),
+                    "Content-Type": "text/plain; charset=utf-8",
+                },
+                b"Found. Redirecting to CDN" if self.command == "GET" else b"",
+            )
             return
         self._file(entry, {**common, "ETag": f'"{entry.blob_id}"'})
 
@@ -482,5 +490,5 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD" and body:
             for i in range(0, len(body), CHUNK):
-                self.wfile.write(body[i:i + CHUNK])
+                self.wfile.write(body[i : i + CHUNK])
             self.req.body_bytes = len(body)

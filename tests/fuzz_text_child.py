@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from wyoming_hayakoe.engine.engine import MAX_PAUSE_TEXT_CHARS, MAX_SENTENCE_CHARS, bounded_sentences
-from wyoming_hayakoe.text.rewrite.stream import SentenceStream
 from wyoming_hayakoe.text import Frontend, UnpronounceableText, split_sentences
 from wyoming_hayakoe.text.rewrite import HomeAssistantReader, katakana_reading, safe_to_split
+from wyoming_hayakoe.text.rewrite.stream import SentenceStream
 
 
 def chars(*ranges: tuple[int, int]) -> st.SearchStrategy[str]:
@@ -38,21 +38,39 @@ KATAKANA = chars((0x30A0, 0x30FF), (0x31F0, 0x31FF))
 HALF_WIDTH_KATAKANA = chars((0xFF66, 0xFF9F))
 KANJI = chars((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF))
 FULL_WIDTH = chars((0xFF01, 0xFF5E))
-SYMBOLS = st.sampled_from(list("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~、。，．・「」『』（）【】…‥〜～ー―々〆〇※★♪→°℃¥€£µ²³×÷±√"))
+SYMBOLS = st.sampled_from(
+    list("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~、。，．・「」『』（）【】…‥〜～ー―々〆〇※★♪→°℃¥€£µ²³×÷±√")
+)
 EMOJI_SINGLE = chars((0x1F300, 0x1F5FF), (0x1F600, 0x1F64F), (0x1F900, 0x1F9FF), (0x2600, 0x27BF))
 SKIN_TONES = chars((0x1F3FB, 0x1F3FF))
 REGIONAL = chars((0x1F1E6, 0x1F1FF))
 COMBINING = chars((0x0300, 0x036F), (0x3099, 0x309A), (0x20D0, 0x20FF), (0xFE00, 0xFE0F))
 CONTROL = chars((0x00, 0x1F), (0x7F, 0x9F))
-INVISIBLE = st.sampled_from(["\u200b", "\u200c", "\u200d", "\u200e", "\u200f", "\u2028", "\u2029", "\ufeff", "\u00a0", "\u3000", "\u2060"])
+INVISIBLE = st.sampled_from(
+    ["\u200b", "\u200c", "\u200d", "\u200e", "\u200f", "\u2028", "\u2029", "\ufeff", "\u00a0", "\u3000", "\u2060"]
+)
 SURROGATES = chars((0xD800, 0xDFFF))
 PRIVATE_USE = chars((0xE000, 0xF8FF), (0xF0000, 0xF0010))
 OTHER_SCRIPTS = chars((0x0370, 0x03FF), (0x0400, 0x04FF), (0xAC00, 0xD7A3), (0x0600, 0x06FF), (0x0E00, 0x0E7F))
 EXPANDING = chars((0x3300, 0x33FF), (0x2160, 0x217F), (0xFDFA, 0xFDFB), (0x3250, 0x32FF), (0x2460, 0x24FF))
 
 ANY_CHAR = st.one_of(
-    LATIN, DIGITS, HIRAGANA, KATAKANA, HALF_WIDTH_KATAKANA, KANJI, FULL_WIDTH, SYMBOLS, EMOJI_SINGLE, COMBINING,
-    CONTROL, INVISIBLE, SURROGATES, PRIVATE_USE, OTHER_SCRIPTS, EXPANDING,
+    LATIN,
+    DIGITS,
+    HIRAGANA,
+    KATAKANA,
+    HALF_WIDTH_KATAKANA,
+    KANJI,
+    FULL_WIDTH,
+    SYMBOLS,
+    EMOJI_SINGLE,
+    COMBINING,
+    CONTROL,
+    INVISIBLE,
+    SURROGATES,
+    PRIVATE_USE,
+    OTHER_SCRIPTS,
+    EXPANDING,
 )
 
 EMOJI_SEQUENCE = st.one_of(
@@ -64,18 +82,75 @@ EMOJI_SEQUENCE = st.one_of(
 )
 
 # What Home Assistant and LLMs send, so the rewrite's rules are exercised.
-HA_FRAGMENTS = st.sampled_from([
-    "23.5°C", "-3℃", "1,500円", "$12.99", "7:30", "12:05:09 PM", "2024-12-24T07:30:00", "12/24(火)", "1h 30m", "20〜25",
-    "20-25%", "45km/h", "3.5kWh", "1013hPa", "12µg/m³", "Home Assistant", "Wi-Fi 6", "Apple TV", "SwitchBot", "MQTT",
-    "light.living_room", "**重要**", "# 見出し", "- 項目", "1. 最初", "| a | b |", "```\ncode\n```", "`x`", "[リンク](http://x.y)",
-    "https://example.com/a?b=c", "user@example.com", "晴れのち曇り", "窓センサー: 開", "値", "風量", "9分", "10分", "3件", "Ⅻ",
-    "No.5", "090-1234-5678", "1.2.3", "3.14", ".5", "1️⃣", "→", "...", "!!!???", "ーーー", "~~消~~", "<b>太字</b>",
-    "hahaha", "Supercalifragilisticexpialidocious", "don't", "IPv6", "PM2.5", "Shelly 1PM", "5G", "4K",
-])
+HA_FRAGMENTS = st.sampled_from(
+    [
+        "23.5°C",
+        "-3℃",
+        "1,500円",
+        "$12.99",
+        "7:30",
+        "12:05:09 PM",
+        "2024-12-24T07:30:00",
+        "12/24(火)",
+        "1h 30m",
+        "20〜25",
+        "20-25%",
+        "45km/h",
+        "3.5kWh",
+        "1013hPa",
+        "12µg/m³",
+        "Home Assistant",
+        "Wi-Fi 6",
+        "Apple TV",
+        "SwitchBot",
+        "MQTT",
+        "light.living_room",
+        "**重要**",
+        "# 見出し",
+        "- 項目",
+        "1. 最初",
+        "| a | b |",
+        "```\ncode\n```",
+        "`x`",
+        "[リンク](http://x.y)",
+        "https://example.com/a?b=c",
+        "user@example.com",
+        "晴れのち曇り",
+        "窓センサー: 開",
+        "値",
+        "風量",
+        "9分",
+        "10分",
+        "3件",
+        "Ⅻ",
+        "No.5",
+        "090-1234-5678",
+        "1.2.3",
+        "3.14",
+        ".5",
+        "1️⃣",
+        "→",
+        "...",
+        "!!!???",
+        "ーーー",
+        "~~消~~",
+        "<b>太字</b>",
+        "hahaha",
+        "Supercalifragilisticexpialidocious",
+        "don't",
+        "IPv6",
+        "PM2.5",
+        "Shelly 1PM",
+        "5G",
+        "4K",
+    ]
+)
 
 # Lengths at and around where unguarded OpenJTalk crashed (per character:
 # 3, 2 or 4 widened bytes; 344 kana in a row; the 1,366-letter --reading).
-CRASH_LENGTHS = st.sampled_from([200, 201, 343, 344, 345, 1365, 1366, 1367, 2050, 2051, 2733, 2734, 2735, 3000, 4101, 4102])
+CRASH_LENGTHS = st.sampled_from(
+    [200, 201, 343, 344, 345, 1365, 1366, 1367, 2050, 2051, 2733, 2734, 2735, 3000, 4101, 4102]
+)
 LONG_LENGTH = st.one_of(CRASH_LENGTHS, st.integers(300, 3000))
 
 SHORT = st.one_of(
@@ -87,9 +162,13 @@ SHORT = st.one_of(
 )
 LONG = st.one_of(
     st.builds(lambda ch, n: ch * n, ANY_CHAR, LONG_LENGTH),  # one character repeated
-    st.builds(lambda unit, n: (unit * n)[:n], st.one_of(SHORT, EMOJI_SEQUENCE).filter(bool), LONG_LENGTH),  # a unit repeated
+    st.builds(
+        lambda unit, n: (unit * n)[:n], st.one_of(SHORT, EMOJI_SEQUENCE).filter(bool), LONG_LENGTH
+    ),  # a unit repeated
     st.builds(lambda ch, n: ch * n, st.one_of(LATIN, KATAKANA, HALF_WIDTH_KATAKANA, HIRAGANA), CRASH_LENGTHS),
-    st.text(st.one_of(LATIN, KATAKANA, HIRAGANA, HALF_WIDTH_KATAKANA, CONTROL), min_size=300, max_size=3000),  # no spaces
+    st.text(
+        st.one_of(LATIN, KATAKANA, HIRAGANA, HALF_WIDTH_KATAKANA, CONTROL), min_size=300, max_size=3000
+    ),  # no spaces
 )
 SEPARATORS = st.sampled_from(["", "", " ", "\n", "。", "、", "！", "? ", "\n\n", "・", "\t"])
 
@@ -101,7 +180,9 @@ def texts(tokens: st.SearchStrategy[str], max_tokens: int) -> st.SearchStrategy[
 
 
 # A very long token with short ones around it.
-LONG_TEXT = st.tuples(st.one_of(st.just(""), texts(SHORT, 2)), LONG, SEPARATORS, st.one_of(st.just(""), texts(SHORT, 2))).map("".join)
+LONG_TEXT = st.tuples(
+    st.one_of(st.just(""), texts(SHORT, 2)), LONG, SEPARATORS, st.one_of(st.just(""), texts(SHORT, 2))
+).map("".join)
 # Mostly short mixed texts (they are cheap); one in eight is a long one.
 TEXT = st.sampled_from(range(8)).flatmap(lambda k: LONG_TEXT if k == 0 else texts(SHORT, 10))
 
@@ -172,7 +253,9 @@ def main() -> int:
     parser.add_argument("--tokenizer", required=True)
     parser.add_argument("--examples", type=int, required=True)
     parser.add_argument("--last", type=Path, required=True)
-    parser.add_argument("--seed", type=int, default=None, help="random seed (default: derandomized, the same examples every run)")
+    parser.add_argument(
+        "--seed", type=int, default=None, help="random seed (default: derandomized, the same examples every run)"
+    )
     args = parser.parse_args()
 
     path = TextPath(args.tokenizer, args.last)

@@ -41,9 +41,9 @@ import sys
 import threading
 import time
 import wave
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Awaitable, Sequence
 
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
@@ -116,7 +116,7 @@ async def describe(host: str, port: int, timeout: float = 5.0) -> Info:
     return await asyncio.wait_for(round_trip(), timeout)
 
 
-async def _next_event(client: AsyncTcpClient, result: "TtsResult", started: float):
+async def _next_event(client: AsyncTcpClient, result: TtsResult, started: float):
     """The next event, noted in `result` (errors too); None at end of stream."""
     event = await client.read_event()
     if event is None:
@@ -148,7 +148,9 @@ async def synthesize(
     return await _until_the_end(_synthesize(host, port, text, voice, speaker, result), result, timeout)
 
 
-async def _synthesize(host: str, port: int, text: str, voice: str | None, speaker: str | None, result: TtsResult) -> TtsResult:
+async def _synthesize(
+    host: str, port: int, text: str, voice: str | None, speaker: str | None, result: TtsResult
+) -> TtsResult:
     started = time.monotonic()
     wav_io = io.BytesIO()
     wav_writer: wave.Wave_write | None = None
@@ -193,12 +195,20 @@ async def stream(
 ) -> TtsResult:
     """HA's streaming `async_stream_tts_audio` with text deltas (e.g. LLM tokens)."""
     result = TtsResult()
-    return await _until_the_end(_stream(host, port, deltas, voice, speaker, delay, send_duplicate, result), result, timeout)
+    return await _until_the_end(
+        _stream(host, port, deltas, voice, speaker, delay, send_duplicate, result), result, timeout
+    )
 
 
 async def _stream(
-    host: str, port: int, deltas: Sequence[str], voice: str | None, speaker: str | None, delay: float,
-    send_duplicate: bool, result: TtsResult,
+    host: str,
+    port: int,
+    deltas: Sequence[str],
+    voice: str | None,
+    speaker: str | None,
+    delay: float,
+    send_duplicate: bool,
+    result: TtsResult,
 ) -> TtsResult:
     started = time.monotonic()
     synth_voice = _voice(voice, speaker)
@@ -268,10 +278,10 @@ _LISTENING = re.compile(r"Listening on tcp://([^\s]+):(\d+)")
 #: Flags of the server most test modules share: deterministic audio, so
 #: answers can be compared byte for byte.
 SHARED_ARGS = ("--noise-scale", "0", "--noise-w-scale", "0", "--sdp-ratio", "0")
-_SHARED: dict[tuple, "ServerProcess"] = {}
+_SHARED: dict[tuple, ServerProcess] = {}
 
 
-def shared_server(config, data_dir: Path, *args: str) -> "ServerProcess":
+def shared_server(config, data_dir: Path, *args: str) -> ServerProcess:
     """One server process per distinct command line for the whole pytest run.
 
     Starting the server (loading the models) is the slow part of these
@@ -294,9 +304,25 @@ class ServerProcess:
     "Listening on" line, so `--uri tcp://127.0.0.1:0` needs no port guessing.
     """
 
-    def __init__(self, data_dir: Path, *args: str, uri: str = "tcp://127.0.0.1:0", env: dict | None = None,
-                 prefix: Sequence[str] = ()) -> None:
-        self.command = [*prefix, sys.executable, "-m", "wyoming_hayakoe", "--uri", uri, "--data-dir", str(data_dir), *args]
+    def __init__(
+        self,
+        data_dir: Path,
+        *args: str,
+        uri: str = "tcp://127.0.0.1:0",
+        env: dict | None = None,
+        prefix: Sequence[str] = (),
+    ) -> None:
+        self.command = [
+            *prefix,
+            sys.executable,
+            "-m",
+            "wyoming_hayakoe",
+            "--uri",
+            uri,
+            "--data-dir",
+            str(data_dir),
+            *args,
+        ]
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         self.lines: list[str] = []
         self.host = "127.0.0.1"
@@ -305,10 +331,17 @@ class ServerProcess:
         self._ready = threading.Event()
         self._reader: threading.Thread | None = None
 
-    def start(self, timeout: float = 120.0, wait_for: str | None = "Listening on") -> "ServerProcess":
+    def start(self, timeout: float = 120.0, wait_for: str | None = "Listening on") -> ServerProcess:
         self.proc = subprocess.Popen(
-            self.command, cwd=ROOT, env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace",
+            self.command,
+            cwd=ROOT,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
         )
         self._reader = threading.Thread(target=self._read_log, daemon=True)
         self._reader.start()
@@ -360,7 +393,7 @@ class ServerProcess:
             self._reader.join(5)
         return self.proc.returncode
 
-    def __enter__(self) -> "ServerProcess":
+    def __enter__(self) -> ServerProcess:
         return self if self.proc is not None else self.start()  # `with ServerProcess(...).start()` starts once
 
     def __exit__(self, *exc: object) -> None:

@@ -30,8 +30,15 @@ def run_child(
         **(env or {}),
     }
     return subprocess.run(
-        [sys.executable, "-X", "faulthandler", "-c", code, *args], input=stdin,
-        capture_output=True, text=True, encoding="utf-8", errors="replace", env=child_env, timeout=timeout, cwd=ROOT,
+        [sys.executable, "-X", "faulthandler", "-c", code, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+        env=child_env,
+        timeout=timeout,
+        cwd=ROOT,
         check=False,
     )
 
@@ -40,7 +47,7 @@ def how_it_ended(result: subprocess.CompletedProcess[str]) -> str:
     """A failure message: the exit status (with the signal's name), the last case tried and the end of stderr."""
     code = result.returncode
     status = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-    last = [line[len(CURRENT):] for line in result.stdout.splitlines() if line.startswith(CURRENT)]
+    last = [line[len(CURRENT) :] for line in result.stdout.splitlines() if line.startswith(CURRENT)]
     tried = f"; last case tried: {last[-1][:300]}" if last else ""
     crash = result.stderr.rfind("Fatal Python error")  # faulthandler's report, among OpenJTalk's warnings
     tail = result.stderr[crash : crash + 4000] if crash >= 0 else result.stderr[-4000:]

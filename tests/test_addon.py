@@ -205,9 +205,11 @@ def test_the_default_voice_is_in_the_image(config):
 def repository_files() -> list[Path]:
     """What the Supervisor's clone holds: the committed files (or, outside git, all)."""
     try:
-        listed = subprocess.run(
-            ["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, check=True, timeout=30
-        ).stdout.decode().split("\0")
+        listed = (
+            subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, check=True, timeout=30)
+            .stdout.decode()
+            .split("\0")
+        )
         files = [ROOT / f for f in listed if f]
         if files:
             return files + [ROOT / "config.yaml"]  # not committed yet on a first run
@@ -220,7 +222,8 @@ def test_no_other_addon_config_in_the_repo():
     # The Supervisor takes every config.{json,yaml,yml} outside dot folders
     # and rootfs/ for an add-on.
     found = {
-        path for path in repository_files()
+        path
+        for path in repository_files()
         if path.name in ("config.json", "config.yaml", "config.yml")
         and not any(part.startswith(".") or part == "rootfs" for part in path.relative_to(ROOT).parts)
     }
@@ -392,7 +395,9 @@ class Addon:
         for f in ("config.json", "style_vectors.npy", synthesizer):
             (folder / f).write_bytes(b"x")
 
-    def run(self, script: Path, options: dict, fake_exit: int = 0, args: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    def run(
+        self, script: Path, options: dict, fake_exit: int = 0, args: tuple[str, ...] = ()
+    ) -> subprocess.CompletedProcess:
         (self.tmp / "options.json").write_text(json.dumps(options))
         env = {
             **os.environ,
@@ -410,7 +415,9 @@ class Addon:
             "HAYAKOE_S6_RESULT_FILE": str(self.result_file),
         }
         env.pop("HF_HUB_OFFLINE", None)
-        return subprocess.run([str(self.bashio), str(script), *args], env=env, capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [str(self.bashio), str(script), *args], env=env, capture_output=True, text=True, timeout=60
+        )
 
     def recorded(self, command: str) -> tuple[list[str], str] | None:
         path = self.records / command
@@ -472,7 +479,10 @@ def test_run_script_defaults(tmp_path, config):
     args = build_parser().parse_args(argv)
     hayakoe = SynthesisSettings()
     assert (args.style_weight, args.sdp_ratio, args.noise_scale, args.noise_w_scale) == (
-        hayakoe.style_weight, hayakoe.sdp_ratio, hayakoe.noise_scale, hayakoe.noise_w_scale
+        hayakoe.style_weight,
+        hayakoe.sdp_ratio,
+        hayakoe.noise_scale,
+        hayakoe.noise_w_scale,
     ), "the add-on's defaults are hayakoe's"
 
 
@@ -797,7 +807,8 @@ def test_hadolint():
 
 def test_dockerignore_keeps_what_the_build_copies():
     patterns = [
-        line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
         if line.strip() and not line.startswith("#")
     ]
     import fnmatch

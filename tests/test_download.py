@@ -14,12 +14,11 @@ import socket
 import subprocess
 import sys
 import threading
-import tomllib
 from collections import Counter
 from pathlib import Path
 
 import pytest
-
+import tomllib
 from fake_hub import FakeHub
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,8 +110,8 @@ class Cli:
             for k, v in os.environ.items()
             # conftest.py sets HF_HUB_OFFLINE and TRANSFORMERS_OFFLINE (both switch the hub
             # client offline); HF_TOKEN etc. must not leak in; proxies must not see 127.0.0.1.
-            if not k.startswith(("HF_", "HUGGINGFACE_", "TRANSFORMERS_")) and k.lower() not in
-            ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+            if not k.startswith(("HF_", "HUGGINGFACE_", "TRANSFORMERS_"))
+            and k.lower() not in ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
         }
         env.update(
             HF_ENDPOINT=self.hub.url,  # read by huggingface_hub when it is imported
@@ -346,8 +345,16 @@ def test_bad_voice_name_is_refused_before_any_request(cli, hub, data_dir, voices
 def test_download_cli_does_not_load_the_engine():
     """The downloader must start fast: no transformers / onnxruntime just to fetch files."""
     module = console_script("wyoming-hayakoe-download").split(":")[0]
-    code = f"import sys, {module}; print(sorted(m for m in ('transformers', 'onnxruntime', 'torch') if m in sys.modules))"
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    code = (
+        f"import sys, {module}; print(sorted(m for m in ('transformers', 'onnxruntime', 'torch') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert result.returncode == 0, explain(result)
     assert result.stdout.strip() == "[]", f"the download CLI imports {result.stdout.strip()}"

@@ -19,8 +19,8 @@ from wyoming_hayakoe.engine.settings import InvalidSettings, SynthesisSettings
 from wyoming_hayakoe.engine.speech import synthesize
 from wyoming_hayakoe.engine.voice import DECODE_MAX_FRAMES, UnknownStyle, Voice, decode_plan
 from wyoming_hayakoe.runtime import ort
-from wyoming_hayakoe.runtime.models import Decoder
 from wyoming_hayakoe.runtime.cache import ModelCache
+from wyoming_hayakoe.runtime.models import Decoder
 from wyoming_hayakoe.store import InvalidVoiceName, MissingModelFiles, find_voice
 
 VOICE = "standin-a"
@@ -104,7 +104,9 @@ def test_a_decoder_slower_than_playback_starts_quickly_only_once(engine: Engine,
 
 
 @pytest.mark.parametrize("text", ["はい。", LONG, "明日の朝七時にアラームをセットしました。"])
-def test_chunked_decoding_equals_the_whole_model(engine: Engine, standin_dir: Path, model_cache: Path, text: str) -> None:
+def test_chunked_decoding_equals_the_whole_model(
+    engine: Engine, standin_dir: Path, model_cache: Path, text: str
+) -> None:
     voice = engine.voice(VOICE)
     models, _ = ort.load_voice(find_voice([standin_dir], VOICE), ModelCache(model_cache), None, chunked=False)
     whole = Voice(VOICE, voice.config, voice.style_vectors, voice.frontend, models)
@@ -186,19 +188,36 @@ def run_speak(standin_dir: Path, *args: str, stdin: str | None = None) -> subpro
 
 def test_speak_cli_writes_a_wav_without_torch(standin_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.wav"
-    done = run_speak(standin_dir, "--voice", VOICE, "--style", "Happy", "--noise-scale", "0",
-                     "--output", str(out), stdin="こんにちは。今日はいい天気ですね。")
+    done = run_speak(
+        standin_dir,
+        "--voice",
+        VOICE,
+        "--style",
+        "Happy",
+        "--noise-scale",
+        "0",
+        "--output",
+        str(out),
+        stdin="こんにちは。今日はいい天気ですね。",
+    )
     assert done.returncode == 0, done.stderr
     audio, rate = soundfile.read(out, dtype="int16")
     info = soundfile.info(out)
     assert (rate, info.channels, info.subtype) == (44100, 1, "PCM_16")
     assert 0.5 < len(audio) / rate < 10 and np.abs(audio).max() > 1000
     probe = subprocess.run(
-        [sys.executable, "-c", "import sys, runpy; sys.argv=['speak', '--data-dir', sys.argv[1], '--voice', 'standin-a', "
-         "'--text', 'はい', '--output', sys.argv[2]]\ntry: runpy.run_module('wyoming_hayakoe.cli.speak', run_name='__main__')\n"
-         "except SystemExit: pass\nprint(sorted(m for m in ('torch', 'hayakoe', 'onnx') if m in sys.modules))",
-         str(standin_dir), str(tmp_path / "probe.wav")],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-c",
+            "import sys, runpy; sys.argv=['speak', '--data-dir', sys.argv[1], '--voice', 'standin-a', "
+            "'--text', 'はい', '--output', sys.argv[2]]\ntry: runpy.run_module('wyoming_hayakoe.cli.speak', run_name='__main__')\n"
+            "except SystemExit: pass\nprint(sorted(m for m in ('torch', 'hayakoe', 'onnx') if m in sys.modules))",
+            str(standin_dir),
+            str(tmp_path / "probe.wav"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert probe.stdout.strip().endswith("[]"), probe.stdout + probe.stderr
 
@@ -233,16 +252,32 @@ def test_speak_cli_errors_are_clear(standin_dir: Path, tmp_path: Path, args: lis
 def test_speak_cli_checks_the_output_before_loading_anything(tmp_path: Path, output: str, message: str) -> None:
     # An empty data dir: had the models been looked up first, the error would be about them.
     done = subprocess.run(
-        [sys.executable, "-m", "wyoming_hayakoe.cli.speak", "--data-dir", str(tmp_path), "--voice", VOICE,
-         "--text", "はい", "--output", output],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "wyoming_hayakoe.cli.speak",
+            "--data-dir",
+            str(tmp_path),
+            "--voice",
+            VOICE,
+            "--text",
+            "はい",
+            "--output",
+            output,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
     )
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and "--output" in done.stderr
     assert "Traceback" not in done.stderr and "bert" not in done.stderr
 
 
-@pytest.mark.parametrize(("suffix", "container"), [(".wav", "WAV"), (".flac", "FLAC"), (".ogg", "OGG"), (".mp3", "MP3")])
+@pytest.mark.parametrize(
+    ("suffix", "container"), [(".wav", "WAV"), (".flac", "FLAC"), (".ogg", "OGG"), (".mp3", "MP3")]
+)
 def test_speak_cli_writes_the_format_its_extension_names(
     standin_dir: Path, tmp_path: Path, suffix: str, container: str
 ) -> None:
@@ -255,8 +290,19 @@ def test_speak_cli_writes_the_format_its_extension_names(
 
 
 def test_speak_cli_writes_wav_to_standard_output(standin_dir: Path) -> None:
-    cmd = [sys.executable, "-m", "wyoming_hayakoe.cli.speak", "--data-dir", str(standin_dir), "--voice", VOICE,
-           "--text", "こんにちは。", "--output", "-"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "wyoming_hayakoe.cli.speak",
+        "--data-dir",
+        str(standin_dir),
+        "--voice",
+        VOICE,
+        "--text",
+        "こんにちは。",
+        "--output",
+        "-",
+    ]
     done = subprocess.run(cmd, capture_output=True, timeout=300)
     assert done.returncode == 0, done.stderr.decode()
     audio, rate = soundfile.read(io.BytesIO(done.stdout), dtype="int16")

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 from wyoming_hayakoe.engine.engine import Engine
+from wyoming_hayakoe.engine.pauses import MIN_PAUSE_SECONDS
 from wyoming_hayakoe.engine.settings import SynthesisSettings
 from wyoming_hayakoe.engine.speech import synthesize
-from wyoming_hayakoe.engine.pauses import MIN_PAUSE_SECONDS
 
 hayakoe = pytest.importorskip("hayakoe", reason="hayakoe is the test oracle (installed by script/test)")
 
@@ -73,7 +73,9 @@ def test_audio_matches_hayakoe(engine: Engine, oracle, text: str) -> None:
     assert snr >= 40.0, f"SNR {snr:.1f} dB"
 
 
-@pytest.mark.parametrize("text", [t for t in TEXTS if t.count("。") + t.count("！") + t.count("？") + t.count("\n") > 1])
+@pytest.mark.parametrize(
+    "text", [t for t in TEXTS if t.count("。") + t.count("！") + t.count("？") + t.count("\n") > 1]
+)
 def test_pauses_match_hayakoe(engine: Engine, oracle, text: str) -> None:
     from hayakoe.api.speaker import _split_sentences
 
@@ -89,7 +91,9 @@ def test_pauses_match_hayakoe(engine: Engine, oracle, text: str) -> None:
 
 def test_settings_change_the_audio_like_hayakoe(engine: Engine, oracle) -> None:
     text = "ゆっくり話してください。"
-    expected = oracle.generate(text, noise=0.0, noise_w=0.0, speed=1.4, style="Happy", style_weight=0.7, sdp_ratio=0.5).data
+    expected = oracle.generate(
+        text, noise=0.0, noise_w=0.0, speed=1.4, style="Happy", style_weight=0.7, sdp_ratio=0.5
+    ).data
     actual = ours(engine, text, length_scale=1.4, style="Happy", style_weight=0.7, sdp_ratio=0.5)
     assert abs(len(actual) - len(expected)) <= HOP
     assert snr_after_gain_match(expected, actual) >= 40.0

@@ -134,9 +134,7 @@ class Oracle:
         self._en_dict = normalizer._get_en_to_kata_dict()
         self._user_surfaces = {unicodedata.normalize("NFKC", s) for s in registered_surfaces()}
         self.hps = HyperParameters()
-        self.hps_plain = HyperParameters.model_validate(
-            {"version": "2.0", "data": {"add_blank": False}}
-        )
+        self.hps_plain = HyperParameters.model_validate({"version": "2.0", "data": {"add_blank": False}})
 
     def english_dict_words(self, text: str) -> list[str]:
         """Words for which hayakoe falls back to its bundled dictionary."""
@@ -144,9 +142,7 @@ class Oracle:
         return [
             w
             for w in words
-            if w not in self._user_surfaces
-            and self._native_reading(w) is None
-            and w.lower() in self._en_dict
+            if w not in self._user_surfaces and self._native_reading(w) is None and w.lower() in self._en_dict
         ]
 
     def bert_text(self, norm_text: str) -> str:
@@ -236,7 +232,9 @@ def test_normalize_identical(run: dict[str, Any]) -> None:
             if not isinstance(c.our_norm.error, UnpronounceableText):
                 problems.append(f"{c.text!r}: hayakoe raised {c.ref_norm.error!r}, ours gave {c.our_norm!r}")
         elif c.ref_norm.value != c.our_norm.value:
-            problems.append(f"{c.text!r}: hayakoe {c.ref_norm.value!r} != ours {c.our_norm.value!r} ({c.our_norm.error!r})")
+            problems.append(
+                f"{c.text!r}: hayakoe {c.ref_norm.value!r} != ours {c.our_norm.value!r} ({c.our_norm.error!r})"
+            )
     _report(problems, "normalize_text")
 
 
@@ -347,8 +345,7 @@ def test_summary(run: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> Non
         f"{len(ref_failures)} where hayakoe raises; both implementations ran in {run['seconds']:.1f}s",
         "  English-dictionary inputs (first 10): "
         + ", ".join(f"{c.text[:30]!r} [{' '.join(c.english_dict)}]" for c in english[:10]),
-        "  hayakoe failures:\n"
-        + "\n".join(f"    {c.text[:24]!r}: {c.reference_failure()}" for c in ref_failures),
+        "  hayakoe failures:\n" + "\n".join(f"    {c.text[:24]!r}: {c.reference_failure()}" for c in ref_failures),
     ]
     with capsys.disabled():
         print("\n" + "\n".join(lines))

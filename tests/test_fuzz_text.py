@@ -17,11 +17,11 @@ import os
 import re
 from pathlib import Path
 
+from fuzz_text_child import ANY_CHAR, LONG_TEXT, TEXT
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from fuzz_text_child import ANY_CHAR, LONG_TEXT, TEXT
 from isolated import how_it_ended, run_child
+
 from wyoming_hayakoe.text import openjtalk
 
 CHILD = Path(__file__).with_name("fuzz_text_child.py")

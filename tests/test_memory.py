@@ -13,11 +13,11 @@ import signal
 import threading
 from pathlib import Path
 
+import ha_client as ha
 import numpy as np
 import pytest
 from transformers.models.bert_japanese.tokenization_bert_japanese import BertJapaneseTokenizer
 
-import ha_client as ha
 from tools.memory_curve import WORST_CHARACTER, real_text
 from wyoming_hayakoe.engine.engine import MAX_SENTENCE_CHARS, Engine
 from wyoming_hayakoe.engine.limits import FRONT_MAX_FRAMES, fitting_parts, frames_per_id, part_limits
@@ -34,7 +34,9 @@ RUNAWAY_MIB = 1500
 
 @pytest.fixture(scope="module")
 def frontend(bert_tokenizer_dir: Path) -> Frontend:
-    return Frontend(BertJapaneseTokenizer.from_pretrained(str(bert_tokenizer_dir), local_files_only=True), add_blank=True)
+    return Frontend(
+        BertJapaneseTokenizer.from_pretrained(str(bert_tokenizer_dir), local_files_only=True), add_blank=True
+    )
 
 
 # ----------------------------------------------------------- the limits --
@@ -143,8 +145,13 @@ def _speak_measured(data_dir: Path, text: str, *args: str) -> dict[str, float]:
             guard.stop()
         assert not guard.tripped, f"the server grew past {RUNAWAY_MIB} MiB over its idle RSS and was killed"
         assert result is not None and result.seconds > 0
-        return {"idle": idle["VmRSS"], "idle_anon": idle["RssAnon"], "peak": _status_mib(pid, "VmHWM"),
-                "after": _status_mib(pid, "VmRSS"), "after_anon": _status_mib(pid, "RssAnon")}
+        return {
+            "idle": idle["VmRSS"],
+            "idle_anon": idle["RssAnon"],
+            "peak": _status_mib(pid, "VmHWM"),
+            "after": _status_mib(pid, "VmRSS"),
+            "after_anon": _status_mib(pid, "RssAnon"),
+        }
 
 
 def test_memory_a_long_sentence_took_is_given_back(standin_dir: Path) -> None:

@@ -16,8 +16,8 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from wyoming_hayakoe.runtime.ort import open_session
 from wyoming_hayakoe.runtime.cache import DECODER, FRONT, MANIFEST, WHOLE, ModelCache, PreparationError
+from wyoming_hayakoe.runtime.ort import open_session
 
 DP = Path("onnx") / "speakers" / "standin-a" / "duration_predictor.onnx"
 SYNTH = Path("onnx") / "speakers" / "standin-a" / "synthesizer.onnx"
@@ -143,9 +143,23 @@ def test_server_reports_a_broken_model_and_exits(standin_dir: Path, tmp_path: Pa
     shutil.copytree(standin_dir, data, ignore=shutil.ignore_patterns("standin-b"))
     (data / SYNTH).write_bytes(b"garbage")
     done = subprocess.run(
-        [sys.executable, "-m", "wyoming_hayakoe", "--uri", "tcp://127.0.0.1:0", "--data-dir", str(data),
-         "--voice", "standin-a", "--no-download", "--cache-dir", str(tmp_path / "cache")],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "wyoming_hayakoe",
+            "--uri",
+            "tcp://127.0.0.1:0",
+            "--data-dir",
+            str(data),
+            "--voice",
+            "standin-a",
+            "--no-download",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode != 0
     assert "Could not optimize" in done.stderr and "synthesizer.onnx" in done.stderr
@@ -188,8 +202,12 @@ def test_servers_starting_together_optimize_once(model: Path, tmp_path: Path) ->
         "print(ModelCache(Path(sys.argv[1])).prepare(Path(sys.argv[2])).parts['model'])"
     )
     starts = [
-        subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "cache"), str(model)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(tmp_path / "cache"), str(model)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(3)
     ]
     results = [p.communicate(timeout=300) for p in starts]

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from isolated import CURRENT, assert_survives, run_child
+
 from wyoming_hayakoe.text.user_dictionary import UserDictionaryError, parse_user_dictionary
 
 # The documented limits of a user dictionary entry (README, DOCS).
@@ -33,7 +33,14 @@ HOSTILE = {
     "emoji*2100": "😀" * 2100,
     "greek*4200": "α" * 4200,
     "digits*5000": "1" * 5000,
-    "digits*5000 with counters and units": "1" * 5000 + "件、" + "2" * 5000 + "h 3m、" + "4" * 5000 + "min、" + "5" * 5000 + "th",
+    "digits*5000 with counters and units": "1" * 5000
+    + "件、"
+    + "2" * 5000
+    + "h 3m、"
+    + "4" * 5000
+    + "min、"
+    + "5" * 5000
+    + "th",
     "NFKC expansion ㌖*1000": "㌖" * 1000,
     "lone surrogate": "値段\ud800は",
     "NUL": "値段\x00は",
@@ -107,7 +114,9 @@ def test_long_runs_are_spoken_in_full(results, name, reading):
 def test_speak_reading_of_a_runaway_word():
     result = run_child(
         "import sys; sys.argv[0] = 'wyoming-hayakoe-speak'; from wyoming_hayakoe.cli.speak import run; run()",
-        "--reading", "--text", "e" * 3000,
+        "--reading",
+        "--text",
+        "e" * 3000,
     )
     assert_survives(result)
     assert result.stdout == "イー" * 3000 + "\n"
@@ -164,7 +173,11 @@ def test_speak_with_a_hostile_dictionary_fails_clearly(tmp_path):
     words.write_text("瑞" * 1400 + ", ミズホ\n", encoding="utf-8")
     result = run_child(
         "import sys; sys.argv[0] = 'wyoming-hayakoe-speak'; from wyoming_hayakoe.cli.speak import run; run()",
-        "--reading", "--dictionary", str(words), "--text", "瑞穂",
+        "--reading",
+        "--dictionary",
+        str(words),
+        "--text",
+        "瑞穂",
     )
     assert result.returncode == 2, result.stderr
     assert f"{words}:1: the surface is 1400 characters long; at most {MAX_SURFACE_CHARS}" in result.stderr

@@ -361,7 +361,19 @@ def test_emoji_are_not_read(text: str, reader: HomeAssistantReader):
 
 
 @pytest.mark.parametrize(
-    "text", ["!!!!!!!!!!!!!!!!!!!!", "。。。。。。。。。。", "------------------------", "****", "```", "`", "[", "](", "~~", "|||"]
+    "text",
+    [
+        "!!!!!!!!!!!!!!!!!!!!",
+        "。。。。。。。。。。",
+        "------------------------",
+        "****",
+        "```",
+        "`",
+        "[",
+        "](",
+        "~~",
+        "|||",
+    ],
 )
 def test_stray_punctuation_never_breaks(text: str, reader: HomeAssistantReader):
     out = reader.rewrite("5℃" + text)
@@ -581,5 +593,8 @@ def test_stream_rewriter_drops_code_across_sentences(reader: HomeAssistantReader
 
 
 def test_katakana_reading_shows_pauses_and_sentence_ends(reader: HomeAssistantReader):
-    assert katakana_reading("今日は晴れ、気温は25℃です。明日は？", reader) == "キョーワハレ、キオンワニジューゴドデス。アシタワ？"
+    assert (
+        katakana_reading("今日は晴れ、気温は25℃です。明日は？", reader)
+        == "キョーワハレ、キオンワニジューゴドデス。アシタワ？"
+    )
     assert katakana_reading("牛乳\n卵", reader) == "ギューニュー。タマゴ"

@@ -7,13 +7,12 @@ import json
 import socket
 import struct
 
+import ha_client as ha
 import pytest
 from wyoming.error import Error
 from wyoming.event import Event, async_read_event, async_write_event
 from wyoming.info import Describe
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
-
-import ha_client as ha
 
 MAX_TEXT = 10_000  # the default --max-text-length
 
@@ -30,7 +29,7 @@ class Raw:
         self.reader, self.writer = reader, writer
 
     @classmethod
-    async def open(cls, server) -> "Raw":
+    async def open(cls, server) -> Raw:
         return cls(*await asyncio.open_connection(server.host, server.port))
 
     async def send(self, data: bytes) -> None:
@@ -106,8 +105,19 @@ async def test_unknown_style(server, voice, speaker):
 
 @pytest.mark.parametrize(
     "voice",
-    ["../standin-a", "../../../../etc/passwd", "/etc/passwd", "standin-a/../standin-b", "..", ".", "a\\b",
-     "standin-a\x00", "x" * 300, "onnx/speakers/standin-a", "~root"],
+    [
+        "../standin-a",
+        "../../../../etc/passwd",
+        "/etc/passwd",
+        "standin-a/../standin-b",
+        "..",
+        ".",
+        "a\\b",
+        "standin-a\x00",
+        "x" * 300,
+        "onnx/speakers/standin-a",
+        "~root",
+    ],
 )
 async def test_path_like_voice_names(server, voice):
     await expect_error(server, "invalid-voice-name", "こんにちは。", voice=voice)
@@ -250,8 +260,11 @@ async def test_empty_stream_gets_a_valid_empty_answer(raw):
 
 @pytest.mark.parametrize(
     "voice,code",
-    [(SynthesizeVoice(name="nobody"), "unknown-voice"), (SynthesizeVoice(name="../../x"), "invalid-voice-name"),
-     (SynthesizeVoice(name="standin-a", speaker="Sleepy"), "unknown-style")],
+    [
+        (SynthesizeVoice(name="nobody"), "unknown-voice"),
+        (SynthesizeVoice(name="../../x"), "invalid-voice-name"),
+        (SynthesizeVoice(name="standin-a", speaker="Sleepy"), "unknown-style"),
+    ],
 )
 async def test_stream_with_bad_voice_errors_then_stops(raw, voice, code):
     await raw.event(SynthesizeStart(voice=voice).event())

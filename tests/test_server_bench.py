@@ -8,9 +8,8 @@ import shutil
 import subprocess
 import sys
 
-import pytest
-
 import ha_client as ha
+import pytest
 
 TEXTS = [
     "こんにちは。今日は良い天気ですね。",
@@ -33,10 +32,28 @@ def test_wyoming_bench_both_modes(server, tmp_path):
     texts = tmp_path / "texts.txt"
     texts.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
     done = subprocess.run(
-        [_bench(), "tts", f"{server.host}:{server.port}", "--mode", "both", "--texts-file", str(texts),
-         "--no-unique", "--rounds", "1", "--warmup", "1", "--timeout", "60", "-v",
-         "--config", '{"voice": {"name": "standin-a:Happy"}}'],
-        capture_output=True, text=True, timeout=300,
+        [
+            _bench(),
+            "tts",
+            f"{server.host}:{server.port}",
+            "--mode",
+            "both",
+            "--texts-file",
+            str(texts),
+            "--no-unique",
+            "--rounds",
+            "1",
+            "--warmup",
+            "1",
+            "--timeout",
+            "60",
+            "-v",
+            "--config",
+            '{"voice": {"name": "standin-a:Happy"}}',
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     output = done.stdout + done.stderr
     assert done.returncode == 0, output

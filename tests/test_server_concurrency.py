@@ -5,11 +5,10 @@ from __future__ import annotations
 import asyncio
 import time
 
+import ha_client as ha
 import pytest
 from wyoming.event import async_read_event, async_write_event
 from wyoming.tts import Synthesize
-
-import ha_client as ha
 
 # Many sentences: keeps the tiny stand-in busy for several seconds.
 LONG_TEXT = "".join(f"これは{n}番目の、かなり長めの文章になっています。" for n in range(1, 13))
@@ -43,7 +42,9 @@ async def test_concurrent_clients_all_get_correct_audio(server, standin_dir):
     async def one(i: int) -> ha.TtsResult:
         voice = ("standin-a", "standin-b")[i % 2]
         if i % 2:
-            return await ha.stream(server.host, server.port, ha.llm_deltas("今日は晴れ。明日は雨です。", 2), voice=voice)
+            return await ha.stream(
+                server.host, server.port, ha.llm_deltas("今日は晴れ。明日は雨です。", 2), voice=voice
+            )
         return await ha.synthesize(server.host, server.port, "今日は晴れ。明日は雨です。", voice=voice)
 
     for batch in ((0, 1), (2, 3)):

@@ -6,9 +6,8 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 import ha_client as ha
+import pytest
 
 WORD = "ゆずぽん太"  # OpenJTalk reads this one way; the dictionary says another, much longer
 READING = "ユズポンタロウエモンノスケ"
@@ -38,9 +37,24 @@ def test_bad_dictionary_stops_startup_clearly(standin_dir, tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("照明, shoumei\n", encoding="utf-8")
     done = subprocess.run(
-        [sys.executable, "-m", "wyoming_hayakoe", "--data-dir", str(standin_dir), "--load-voice", "standin-a",
-         "--uri", "tcp://127.0.0.1:0", "--dictionary", str(bad)],
-        cwd=ha.ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        [
+            sys.executable,
+            "-m",
+            "wyoming_hayakoe",
+            "--data-dir",
+            str(standin_dir),
+            "--load-voice",
+            "standin-a",
+            "--uri",
+            "tcp://127.0.0.1:0",
+            "--dictionary",
+            str(bad),
+        ],
+        cwd=ha.ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     assert done.returncode == 2
     assert "bad.csv:1" in done.stderr and "Traceback" not in done.stderr

@@ -47,8 +47,14 @@ def test_info_round_trips_through_the_wire_format(cards):
     names = [v.name for v in program.voices]
     assert names[0] == "mine"  # the default voice first
     assert set(names) == {
-        "jvnv-F1-jp", "jvnv-F1-jp:Neutral", "jvnv-F1-jp:Happy", "jvnv-F1-jp:Sad",
-        "tsukuyomi_chan", "mine", "mine:ノーマル", "mine:怒り",  # one style: no extra entry
+        "jvnv-F1-jp",
+        "jvnv-F1-jp:Neutral",
+        "jvnv-F1-jp:Happy",
+        "jvnv-F1-jp:Sad",
+        "tsukuyomi_chan",
+        "mine",
+        "mine:ノーマル",
+        "mine:怒り",  # one style: no extra entry
     }
     for voice in program.voices:
         assert voice.installed and voice.languages == ["ja"] and voice.description

@@ -10,13 +10,13 @@ import subprocess
 import sys
 import time
 
+import ha_client as ha
 import pytest
 from wyoming.client import AsyncClient
 from wyoming.event import read_event, write_event
 from wyoming.info import Describe, Info
 from wyoming.tts import Synthesize
 
-import ha_client as ha
 from wyoming_hayakoe import __version__
 
 PY = sys.executable
@@ -24,7 +24,11 @@ PY = sys.executable
 
 def run_cli(*args: str, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [PY, "-m", "wyoming_hayakoe", *args], cwd=ha.ROOT, capture_output=True, text=True, timeout=timeout,
+        [PY, "-m", "wyoming_hayakoe", *args],
+        cwd=ha.ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         env={**os.environ, **(env or {})},
     )
 
@@ -40,10 +44,27 @@ def test_version():
 def test_help_lists_the_flags():
     done = run_cli("--help")
     assert done.returncode == 0
-    for flag in ("--uri", "--data-dir", "--download-dir", "--voice", "--style", "--length-scale", "--noise-scale",
-                 "--noise-w-scale", "--sdp-ratio", "--samples-per-chunk", "--no-streaming", "--zeroconf",
-                 "--zeroconf-host", "--threads", "--debug", "--log-format", "--version", "--max-queue",
-                 "--max-text-length"):
+    for flag in (
+        "--uri",
+        "--data-dir",
+        "--download-dir",
+        "--voice",
+        "--style",
+        "--length-scale",
+        "--noise-scale",
+        "--noise-w-scale",
+        "--sdp-ratio",
+        "--samples-per-chunk",
+        "--no-streaming",
+        "--zeroconf",
+        "--zeroconf-host",
+        "--threads",
+        "--debug",
+        "--log-format",
+        "--version",
+        "--max-queue",
+        "--max-text-length",
+    ):
         assert flag in done.stdout
 
 
@@ -73,7 +94,9 @@ def test_missing_voice_cannot_be_downloaded_offline(tmp_path):
 
 
 def test_unknown_default_style_is_refused(standin_dir):
-    done = run_cli("--data-dir", str(standin_dir), "--load-voice", "standin-a", "--style", "Sleepy", "--uri", "tcp://127.0.0.1:0")
+    done = run_cli(
+        "--data-dir", str(standin_dir), "--load-voice", "standin-a", "--style", "Sleepy", "--uri", "tcp://127.0.0.1:0"
+    )
     assert done.returncode == 2 and "Sleepy" in done.stderr and "Traceback" not in done.stderr
 
 
@@ -89,7 +112,10 @@ async def test_startup_logs_health_check_and_sigterm(standin_dir):
 
         health = subprocess.run(
             [PY, "-m", "wyoming_hayakoe.server.health", "--uri", f"tcp://127.0.0.1:{proc.port}"],
-            capture_output=True, text=True, timeout=60, cwd=ha.ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ha.ROOT,
         )
         assert health.returncode == 0, health.stderr
 
@@ -115,7 +141,10 @@ async def test_startup_logs_health_check_and_sigterm(standin_dir):
 
     unhealthy = subprocess.run(
         [PY, "-m", "wyoming_hayakoe.server.health", "--uri", f"tcp://127.0.0.1:{proc.port}", "--timeout", "3"],
-        capture_output=True, text=True, timeout=60, cwd=ha.ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ha.ROOT,
     )
     assert unhealthy.returncode == 1 and "unhealthy" in unhealthy.stderr
 
@@ -140,8 +169,12 @@ async def test_unix_socket_load_voice_and_no_streaming(standin_dir, tmp_path):
         async with AsyncClient.from_uri(f"unix://{sock}") as client:
             from wyoming.tts import SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
-            for event in (SynthesizeStart(), SynthesizeChunk(text="こんにちは。"), Synthesize(text="こんにちは。"),
-                          SynthesizeStop()):
+            for event in (
+                SynthesizeStart(),
+                SynthesizeChunk(text="こんにちは。"),
+                Synthesize(text="こんにちは。"),
+                SynthesizeStop(),
+            ):
                 await client.write_event(event.event())
             types = []
             while not types or types[-1] != "synthesize-stopped":
@@ -157,7 +190,10 @@ async def test_unix_socket_load_voice_and_no_streaming(standin_dir, tmp_path):
 def test_stdio(standin_dir):
     proc = subprocess.Popen(
         [PY, "-m", "wyoming_hayakoe", "--uri", "stdio://", "--data-dir", str(standin_dir), "--load-voice", "standin-a"],
-        cwd=ha.ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=ha.ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     try:
         write_event(Describe().event(), proc.stdin)

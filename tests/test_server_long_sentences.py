@@ -11,9 +11,9 @@ from wyoming.event import Event
 
 from wyoming_hayakoe.engine.engine import MAX_SENTENCE_CHARS, Engine
 from wyoming_hayakoe.engine.settings import SynthesisSettings
-from wyoming_hayakoe.worker import Scheduler
 from wyoming_hayakoe.engine.speech import Speech, play
 from wyoming_hayakoe.server.audio import AudioOut
+from wyoming_hayakoe.worker import Scheduler
 
 VOICE = "standin-a"
 QUIET = SynthesisSettings(noise_scale=0.0, noise_w_scale=0.0)

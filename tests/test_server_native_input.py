@@ -13,14 +13,13 @@ import subprocess
 import sys
 import time
 
+import ha_client as ha
 import pytest
 from wyoming.audio import AudioChunk
 from wyoming.client import AsyncTcpClient
 from wyoming.error import Error
 from wyoming.event import Event, async_read_event
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
-
-import ha_client as ha
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +60,9 @@ async def still_serving(server) -> None:
     assert server.proc.poll() is None, server.log[-3000:]
 
 
-@pytest.mark.parametrize("text", ["ha" * 1500, "e" * 3000, "ア" * 1000, "値" * 3000], ids=["ha*1500", "e*3000", "ア*1000", "値*3000"])
+@pytest.mark.parametrize(
+    "text", ["ha" * 1500, "e" * 3000, "ア" * 1000, "値" * 3000], ids=["ha*1500", "e*3000", "ア*1000", "値*3000"]
+)
 async def test_runaway_tokens_are_answered_and_the_server_keeps_serving(server, text):
     assert await first_answer(server, Synthesize(text=text).event()) in ("audio", "error")
     await still_serving(server)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import ha_client as ha
 import pytest
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
@@ -18,7 +19,6 @@ from wyoming.info import Describe, Info
 from wyoming.ping import Ping
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
 
-import ha_client as ha
 from wyoming_hayakoe import __version__
 
 STYLES = ["Neutral", "Happy", "Sad", "Angry", "Fear", "Surprise", "Disgust"]
@@ -201,7 +201,9 @@ async def test_select_program_and_unknown_events_are_ignored(server):
     async with AsyncTcpClient(server.host, server.port) as client:
         await client.write_event(Event(type="select-program", data={"name": "hayakoe"}))
         await client.write_event(Event(type="transcribe", data={"language": "ja"}))
-        await client.write_event(Event(type="audio-chunk", data={"rate": 16000, "width": 2, "channels": 1}, payload=b"\0" * 64))
+        await client.write_event(
+            Event(type="audio-chunk", data={"rate": 16000, "width": 2, "channels": 1}, payload=b"\0" * 64)
+        )
         await client.write_event(Describe().event())
         events = await read_until(client, "info")
     assert [e.type for e in events] == ["info"]

@@ -9,9 +9,8 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 import ha_client as ha
+import pytest
 
 
 @pytest.fixture(scope="module")
@@ -44,9 +43,23 @@ def test_port_in_use_is_a_clear_error(standin_dir):
         busy.listen()
         port = busy.getsockname()[1]
         done = subprocess.run(
-            [sys.executable, "-m", "wyoming_hayakoe", "--uri", f"tcp://127.0.0.1:{port}", "--data-dir", str(standin_dir),
-             "--load-voice", "standin-a", "--no-warmup"],
-            cwd=ha.ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+            [
+                sys.executable,
+                "-m",
+                "wyoming_hayakoe",
+                "--uri",
+                f"tcp://127.0.0.1:{port}",
+                "--data-dir",
+                str(standin_dir),
+                "--load-voice",
+                "standin-a",
+                "--no-warmup",
+            ],
+            cwd=ha.ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "HF_HUB_OFFLINE": "1"},
         )
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Cannot listen on" in done.stderr and "Traceback" not in done.stderr

@@ -68,7 +68,13 @@ def test_token_deltas_give_the_same_sentences_as_one_piece():
     fed, rest = segment(deltas)
     whole_fed, whole_rest = segment([text])
     assert fed + rest == whole_fed + whole_rest
-    assert fed + rest == ["今日は晴れです。", "明日は「雨」でしょう！", "傘を持って行きましょうか？", "はい、そうします。", "最後"]
+    assert fed + rest == [
+        "今日は晴れです。",
+        "明日は「雨」でしょう！",
+        "傘を持って行きましょうか？",
+        "はい、そうします。",
+        "最後",
+    ]
 
 
 def test_wyoming_bench_style_chunks_with_trailing_spaces():

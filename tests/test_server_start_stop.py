@@ -9,12 +9,11 @@ import socket
 import time
 from pathlib import Path
 
+import ha_client as ha
 import pytest
 from wyoming.error import Error
 from wyoming.event import Event, async_read_event, async_write_event
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart
-
-import ha_client as ha
 
 OPTIMIZER = "wyoming_hayakoe.runtime.optimize"
 # Thousands of characters: the tiny stand-in is still speaking this when the signal comes.

@@ -17,9 +17,9 @@ import textwrap
 import threading
 import time
 
+import ha_client as ha
 import pytest
 
-import ha_client as ha
 from wyoming_hayakoe.server.zeroconf import _instance_name, advertised_address
 
 SERVER_IP = "10.231.0.1"
@@ -108,7 +108,20 @@ def namespaces():
         pytest.skip(f"`ip netns add` is not available here: {err.stderr.decode().strip()}")
     try:
         _ip("netns", "add", browser_ns)
-        _ip("link", "add", f"hks{tag}v", "netns", server_ns, "type", "veth", "peer", "name", f"hkb{tag}v", "netns", browser_ns)
+        _ip(
+            "link",
+            "add",
+            f"hks{tag}v",
+            "netns",
+            server_ns,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            f"hkb{tag}v",
+            "netns",
+            browser_ns,
+        )
         for ns, dev, address in ((server_ns, f"hks{tag}v", SERVER_IP), (browser_ns, f"hkb{tag}v", BROWSER_IP)):
             _ip("-n", ns, "link", "set", "lo", "up")
             _ip("-n", ns, "addr", "add", f"{address}/24", "dev", dev)
@@ -127,7 +140,10 @@ def test_zeroconf_advertises_a_real_address_and_unregisters(standin_dir, namespa
     script.write_text(BROWSER)
     browser = subprocess.Popen(
         ["ip", "netns", "exec", browser_ns, sys.executable, str(script)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ha.ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ha.ROOT,
     )
     lines: list[dict] = []
 
@@ -150,11 +166,18 @@ def test_zeroconf_advertises_a_real_address_and_unregisters(standin_dir, namespa
             if browser.poll() is not None and not any(line.get("event") == event for line in lines):
                 break
             time.sleep(0.05)
-        pytest.fail(f"browser never reported {event!r}: {lines}\n{browser.stderr.read() if browser.poll() is not None else ''}")
+        pytest.fail(
+            f"browser never reported {event!r}: {lines}\n{browser.stderr.read() if browser.poll() is not None else ''}"
+        )
 
     server = ha.ServerProcess(
-        standin_dir, "--zeroconf", "hayakoe-test", "--load-voice", "standin-a",
-        uri="tcp://0.0.0.0:0", prefix=["ip", "netns", "exec", server_ns],
+        standin_dir,
+        "--zeroconf",
+        "hayakoe-test",
+        "--load-voice",
+        "standin-a",
+        uri="tcp://0.0.0.0:0",
+        prefix=["ip", "netns", "exec", server_ns],
     )
     try:
         wait_for("browsing")

@@ -47,11 +47,12 @@ DP_INPUTS = [i for i in SYNTH_INPUTS if i[0] != "noise_scale"]
 def _hashes(root: Path) -> dict[str, str]:
     return {
         p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*")) if p.is_file()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
     }
 
 
-def _session(path: Path) -> "ort.InferenceSession":
+def _session(path: Path) -> ort.InferenceSession:
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # quick to load
@@ -78,8 +79,11 @@ def _feed(n: int, *, noise: bool = True, seed: int = 0) -> dict[str, np.ndarray]
     body[-1] = SYMBOLS.index("_")
     x[1::2], tone[1::2], lang[1::2] = body, 6 + rng.integers(0, 2, len(body)), 1
     feed = {
-        "x": x[None], "x_lengths": np.array([n], np.int64), "sid": np.array([0], np.int64),
-        "tone": tone[None], "language": lang[None],
+        "x": x[None],
+        "x_lengths": np.array([n], np.int64),
+        "sid": np.array([0], np.int64),
+        "tone": tone[None],
+        "language": lang[None],
         "bert": rng.normal(0, 0.87, (1, 1024, n)).astype(np.float32),
         "style_vec": rng.normal(0, 0.5, (1, 256)).astype(np.float32),
         "length_scale": np.array([1.0], np.float32),
@@ -152,8 +156,10 @@ def test_tokenizer(tiny: Path) -> None:
     assert 3 not in ids  # every character is in the vocabulary
     sess = _session(tiny / "onnx/bert/q8/bert_q8.onnx")
     ins, outs = _io(sess)
-    assert ins == [("input_ids", "tensor(int64)", ["batch", "seq"]),
-                   ("attention_mask", "tensor(int64)", ["batch", "seq"])]
+    assert ins == [
+        ("input_ids", "tensor(int64)", ["batch", "seq"]),
+        ("attention_mask", "tensor(int64)", ["batch", "seq"]),
+    ]
     assert outs == [("hidden_states", "tensor(float)")]
     assert list(sess.get_outputs()[0].shape) == ["batch", "seq", 1024]
     hs = sess.run(None, {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]})[0]
@@ -193,9 +199,9 @@ def test_synthesizer_and_dp_contracts(tiny: Path) -> None:
         feed = _feed(n, noise=False)
         audio, dur = synth.run(None, feed)
         assert dur.shape == (1, n) and audio.shape == (1, 1, int(dur.sum()) * 512)
-        assert (dur >= 1).all() and 2.0 <= dur.mean() <= 6.0      # ~3 frames per token
-        assert np.abs(audio).max() < 0.99                         # not tanh-saturated
-        assert np.sqrt(np.mean(audio ** 2)) > 0.02                # not silent
+        assert (dur >= 1).all() and 2.0 <= dur.mean() <= 6.0  # ~3 frames per token
+        assert np.abs(audio).max() < 0.99  # not tanh-saturated
+        assert np.sqrt(np.mean(audio**2)) > 0.02  # not silent
         audio2, dur2 = synth.run(None, feed)
         assert np.array_equal(audio, audio2) and np.array_equal(dur, dur2)
         dp_feed = {k: v for k, v in feed.items() if k != "noise_scale"}
@@ -244,8 +250,8 @@ def test_variants(tiny: Path, reference_audio: np.ndarray, tmp_path: Path, varia
     if variant == "external-data":
         model = onnx.load(str(synth_path), load_external_data=False)
         assert model.graph.initializer and all(
-            t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer
-            if t.ByteSize() > 2048
+            t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer if t.ByteSize() > 2048
         )
-        assert {e.value for t in model.graph.initializer for e in t.external_data
-                if e.key == "location"} == {"synthesizer.onnx.data"}
+        assert {e.value for t in model.graph.initializer for e in t.external_data if e.key == "location"} == {
+            "synthesizer.onnx.data"
+        }

@@ -44,7 +44,9 @@ def run_python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def speak_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return run_python("import sys; sys.argv[0] = 'wyoming-hayakoe-speak'; from wyoming_hayakoe.cli.speak import run; run()", *args)
+    return run_python(
+        "import sys; sys.argv[0] = 'wyoming-hayakoe-speak'; from wyoming_hayakoe.cli.speak import run; run()", *args
+    )
 
 
 def test_parse_good_file():
@@ -125,7 +127,7 @@ def test_file_errors(tmp_path: Path):
     with pytest.raises(UserDictionaryError, match="does not exist"):
         load_user_dictionary(tmp_path / "missing.csv")
     bad = tmp_path / "latin1.csv"
-    bad.write_bytes("Hue, ヒュー".encode("utf-8") + b"\xff\n")
+    bad.write_bytes("Hue, ヒュー".encode() + b"\xff\n")
     with pytest.raises(UserDictionaryError, match="not UTF-8"):
         load_user_dictionary(bad)
     good = tmp_path / "ok.csv"
@@ -152,8 +154,16 @@ print("|".join(after))
     result = run_python(code, str(words))
     assert result.returncode == 0, result.stderr
     before, after = result.stdout.strip().splitlines()
-    assert before.split("|") == ["ヒューノデンキューヲニジューサンテンゴパーセントニ", "ミズホ", "リビングルームノショーメー"]
-    assert after.split("|") == ["ヒューイノデンキューヲニジューサンテンゴパーセントニ", "ミズホノ", "リビンルームノショーメー"]
+    assert before.split("|") == [
+        "ヒューノデンキューヲニジューサンテンゴパーセントニ",
+        "ミズホ",
+        "リビングルームノショーメー",
+    ]
+    assert after.split("|") == [
+        "ヒューイノデンキューヲニジューサンテンゴパーセントニ",
+        "ミズホノ",
+        "リビンルームノショーメー",
+    ]
 
 
 def test_a_dictionary_applied_later_wins_over_readings_already_made(tmp_path: Path):

@@ -51,8 +51,18 @@ def main() -> None:
         for chunk in speaker.stream(request["text"], noise=0.0, noise_w=0.0):
             chunks.append((time.monotonic() - start, len(chunk.data) / speaker.sampling_rate))
         total = time.monotonic() - start
-        print(json.dumps({"first_audio": chunks[0][0], "total": total, "audio": sum(s for _, s in chunks),
-                          "heard_by": heard_by(chunks), "vm_hwm_kib": vm_hwm_kib()}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "first_audio": chunks[0][0],
+                    "total": total,
+                    "audio": sum(s for _, s in chunks),
+                    "heard_by": heard_by(chunks),
+                    "vm_hwm_kib": vm_hwm_kib(),
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

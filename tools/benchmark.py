@@ -200,13 +200,34 @@ class OurServer:
     children (the model optimizer) is sampled from start until `stop`.
     """
 
-    def __init__(self, data_dir: Path, voice: str, threads: int | None, cache_dir: Path, log_path: Path,
-                 sample_tree: bool = False) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        voice: str,
+        threads: int | None,
+        cache_dir: Path,
+        log_path: Path,
+        sample_tree: bool = False,
+    ) -> None:
         self.port = free_port()
         self.log_path = log_path
-        cmd = [sys.executable, "-m", "wyoming_hayakoe", "--uri", f"tcp://127.0.0.1:{self.port}",
-               "--data-dir", str(data_dir), "--voice", voice, "--noise-scale", "0", "--noise-w-scale", "0",
-               "--cache-dir", str(cache_dir)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "wyoming_hayakoe",
+            "--uri",
+            f"tcp://127.0.0.1:{self.port}",
+            "--data-dir",
+            str(data_dir),
+            "--voice",
+            voice,
+            "--noise-scale",
+            "0",
+            "--noise-w-scale",
+            "0",
+            "--cache-dir",
+            str(cache_dir),
+        ]
         if threads:
             cmd += ["--threads", str(threads)]
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -235,8 +256,9 @@ class OurServer:
         deadline = time.monotonic() + 900
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"server exited ({self.process.returncode}); end of {self.log_path}:\n"
-                                   f"{self.log()[-2000:]}")
+                raise RuntimeError(
+                    f"server exited ({self.process.returncode}); end of {self.log_path}:\n{self.log()[-2000:]}"
+                )
             try:
                 async with AsyncTcpClient("127.0.0.1", self.port) as client:
                     await client.write_event(Describe().event())
@@ -306,8 +328,11 @@ class OurServer:
             if pid:
                 break
             if time.monotonic() > deadline:
-                print(f"WARNING: server {self.process.pid} did not exit within {timeout:.0f} s of SIGTERM; killing it",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"WARNING: server {self.process.pid} did not exit within {timeout:.0f} s of SIGTERM; killing it",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 os.kill(self.process.pid, signal.SIGKILL)
                 _, status, usage = os.wait4(self.process.pid, 0)
                 break
@@ -323,7 +348,10 @@ class HayakoeWorker:
         started = time.monotonic()
         self.process = subprocess.Popen(
             [sys.executable, str(ROOT / "tools" / "bench_hayakoe.py"), str(data_dir), *voices],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
         )
         hello = json.loads(self.process.stdout.readline())
         self.ready = time.monotonic() - started
@@ -355,8 +383,24 @@ def run_wyoming_bench(port: int, voice: str, rounds: int) -> dict:
     exe = shutil.which("wyoming-bench") or str(Path(sys.executable).parent / "wyoming-bench")
     if not Path(exe).exists():
         return {"skipped": "wyoming-bench is not installed (pip install wyoming-bench==2026.10.0)"}
-    cmd = [exe, "tts", f"127.0.0.1:{port}", "--mode", "both", "--no-unique", "--rounds", str(rounds), "--warmup", "1",
-           "--timeout", "120", "--config", json.dumps({"voice": {"name": voice}}), "--texts", *TEXTS.values()]
+    cmd = [
+        exe,
+        "tts",
+        f"127.0.0.1:{port}",
+        "--mode",
+        "both",
+        "--no-unique",
+        "--rounds",
+        str(rounds),
+        "--warmup",
+        "1",
+        "--timeout",
+        "120",
+        "--config",
+        json.dumps({"voice": {"name": voice}}),
+        "--texts",
+        *TEXTS.values(),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     return {"exit_code": done.returncode, "output": done.stdout[-6000:] + done.stderr[-2000:]}
 
@@ -444,8 +488,11 @@ def main() -> int:
             if round_:
                 ours.add(name, *a)
                 theirs.add(name, *b)
-                print(f"round {round_} {name:8s} ours first {a[0]:.3f}s speed {a[2] / a[1]:.2f}x heard {a[3]:.2f}s | "
-                      f"hayakoe first {b[0]:.3f}s speed {b[2] / b[1]:.2f}x heard {b[3]:.2f}s", flush=True)
+                print(
+                    f"round {round_} {name:8s} ours first {a[0]:.3f}s speed {a[2] / a[1]:.2f}x heard {a[3]:.2f}s | "
+                    f"hayakoe first {b[0]:.3f}s speed {b[2] / b[1]:.2f}x heard {b[3]:.2f}s",
+                    flush=True,
+                )
     bench = {} if args.skip_wyoming_bench else run_wyoming_bench(server.port, voice, args.rounds)
     ours.rss_mib["1 voice"] = server.stop()[0] // 1024
     theirs.rss_mib["1 voice"] = worker.stop() // 1024
@@ -468,8 +515,11 @@ def main() -> int:
 
     rows = []
     for name in TEXTS:
-        for metric, a, b in (("first audio s", ours.first_audio, theirs.first_audio), ("speed factor", ours.speed, theirs.speed),
-                             ("heard by s", ours.heard_by, theirs.heard_by)):
+        for metric, a, b in (
+            ("first audio s", ours.first_audio, theirs.first_audio),
+            ("speed factor", ours.speed, theirs.speed),
+            ("heard by s", ours.heard_by, theirs.heard_by),
+        ):
             rows.append((f"{metric} ({name})", median(a[name]), median(b[name])))
     for key in ("1 voice", "2 voices", FIRST_START):
         rows.append((f"peak RSS MiB ({key})", ours.rss_mib[key], theirs.rss_mib[key]))

@@ -1,9 +1,12 @@
 """Generate tests/data/conformance_corpus.txt, deterministically (fixed seed).
 
-    python tools/gen_conformance_corpus.py > tests/data/conformance_corpus.txt
+python tools/gen_conformance_corpus.py > tests/data/conformance_corpus.txt
 """
+
 import random
+import re
 import sys
+import unicodedata
 
 rng = random.Random(20240605)
 
@@ -763,9 +766,6 @@ long_sentences = [
 ]
 
 
-import re
-import unicodedata
-
 _ESC = re.compile(r"\\(\\|n|t|r|#|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})")
 
 
@@ -773,6 +773,7 @@ def decode(line: str) -> str:
     def rep(m):
         e = m.group(1)
         return {"\\": "\\", "n": "\n", "t": "\t", "r": "\r", "#": "#"}.get(e) or chr(int(e[1:], 16))
+
     return _ESC.sub(rep, line)
 
 
@@ -801,24 +802,76 @@ def encode(value: str) -> str:
 
 def main() -> None:
     lines: list[str] = []
-    sections = [everyday, kanji_heavy, katakana, long_vowels, punct, numbers,
-                latin, foreign, halfwidth, whitespace, multi, long_sentences]
+    sections = [
+        everyday,
+        kanji_heavy,
+        katakana,
+        long_vowels,
+        punct,
+        numbers,
+        latin,
+        foreign,
+        halfwidth,
+        whitespace,
+        multi,
+        long_sentences,
+    ]
     for sec in sections:
         lines.extend(sec)
 
     # --- templated combinations (seeded) ---
     subjects = ["私", "僕", "彼", "彼女", "先生", "猫", "子供", "田中さん", "みんな", "母"]
     objects = ["本", "りんご", "映画", "音楽", "手紙", "写真", "コーヒー", "ケーキ", "新聞", "宿題"]
-    verbs = ["読みます", "食べました", "見たい", "聞いている", "書かない", "撮った", "飲みますか",
-             "作ろう", "買った", "終わらせた"]
+    verbs = [
+        "読みます",
+        "食べました",
+        "見たい",
+        "聞いている",
+        "書かない",
+        "撮った",
+        "飲みますか",
+        "作ろう",
+        "買った",
+        "終わらせた",
+    ]
     tails = ["。", "！", "？", "…", "……。", "!?", "、", "", "ね。", "よ！", "か？", "。。", "！！", "？！"]
     for _ in range(140):
         s = rng.choice(subjects) + rng.choice(["は", "が", "も"]) + rng.choice(objects)
         s += rng.choice(["を", "も", "は"]) + rng.choice(verbs) + rng.choice(tails)
         lines.append(s)
 
-    counters = ["個", "本", "枚", "匹", "人", "回", "階", "歳", "冊", "杯", "台", "件", "円", "分", "時", "日", "年", "月",
-                "キロ", "メートル", "グラム", "つ", "番目", "度", "割", "倍", "点", "位", "票", "頭"]
+    counters = [
+        "個",
+        "本",
+        "枚",
+        "匹",
+        "人",
+        "回",
+        "階",
+        "歳",
+        "冊",
+        "杯",
+        "台",
+        "件",
+        "円",
+        "分",
+        "時",
+        "日",
+        "年",
+        "月",
+        "キロ",
+        "メートル",
+        "グラム",
+        "つ",
+        "番目",
+        "度",
+        "割",
+        "倍",
+        "点",
+        "位",
+        "票",
+        "頭",
+    ]
     for _ in range(140):
         kind = rng.randrange(6)
         if kind == 0:
@@ -830,30 +883,45 @@ def main() -> None:
         elif kind == 3:
             n = f"{rng.randrange(0, 1000)}.{rng.randrange(0, 100)}"
         elif kind == 4:
-            n = str(rng.randrange(1, 10**rng.randrange(6, 20)))
+            n = str(rng.randrange(1, 10 ** rng.randrange(6, 20)))
         else:
             n = str(rng.randrange(1, 100)).translate(str.maketrans("0123456789", "０１２３４５６７８９"))
         pre = rng.choice(["", "約", "およそ", "全部で", "残り", "合計", "最大", "第"])
-        lines.append(pre + n + rng.choice(counters) + rng.choice(["", "です。", "あります。", "でした！", "？", "くらい"]))
+        lines.append(
+            pre + n + rng.choice(counters) + rng.choice(["", "です。", "あります。", "でした！", "？", "くらい"])
+        )
 
     currencies = ["$", "¥", "£", "€", "￥", "＄"]
     for _ in range(40):
-        amt = rng.choice([str(rng.randrange(1, 1000)), f"{rng.randrange(1000, 10**7):,}",
-                          f"{rng.randrange(0, 100)}.{rng.randrange(0, 100):02d}"])
-        lines.append(rng.choice(["価格は", "", "合計", "たったの", "残高"]) + rng.choice(currencies) + amt
-                     + rng.choice(["です。", "", "になります。", "！", "でした"]))
+        amt = rng.choice(
+            [
+                str(rng.randrange(1, 1000)),
+                f"{rng.randrange(1000, 10**7):,}",
+                f"{rng.randrange(0, 100)}.{rng.randrange(0, 100):02d}",
+            ]
+        )
+        lines.append(
+            rng.choice(["価格は", "", "合計", "たったの", "残高"])
+            + rng.choice(currencies)
+            + amt
+            + rng.choice(["です。", "", "になります。", "！", "でした"])
+        )
 
     for _ in range(30):
         y, m, d = rng.randrange(1900, 2100), rng.randrange(1, 13), rng.randrange(1, 29)
         hh, mm = rng.randrange(0, 24), rng.randrange(0, 60)
-        lines.append(rng.choice([
-            f"{y}年{m}月{d}日",
-            f"{y}/{m:02d}/{d:02d}",
-            f"{m}月{d}日の{hh}時{mm}分",
-            f"{hh}:{mm:02d}に集合",
-            f"{y}年{m}月{d}日({'月火水木金土日'[rng.randrange(7)]})",
-            f"締め切りは{m}/{d}です。",
-        ]))
+        lines.append(
+            rng.choice(
+                [
+                    f"{y}年{m}月{d}日",
+                    f"{y}/{m:02d}/{d:02d}",
+                    f"{m}月{d}日の{hh}時{mm}分",
+                    f"{hh}:{mm:02d}に集合",
+                    f"{y}年{m}月{d}日({'月火水木金土日'[rng.randrange(7)]})",
+                    f"締め切りは{m}/{d}です。",
+                ]
+            )
+        )
 
     kata_syll = [chr(c) for c in range(0x30A1, 0x30F7)] + ["ー"] * 6 + ["ッ"] * 3
     hira_syll = [chr(c) for c in range(0x3041, 0x3097)]
@@ -864,8 +932,29 @@ def main() -> None:
         lines.append("".join(rng.choice(pool) for _ in range(n)))
 
     # Mixed-everything stress lines.
-    pieces = everyday + katakana + numbers[:80] + ["😀", "ｶﾀｶﾅ", "ＡＢＣ", "αβ", "……", "！？", "~", "〜",
-                                                   "\\n", "(笑)", "「引用」", "OK", "PC", "xyz", "$5", "1,000"]
+    pieces = (
+        everyday
+        + katakana
+        + numbers[:80]
+        + [
+            "😀",
+            "ｶﾀｶﾅ",
+            "ＡＢＣ",
+            "αβ",
+            "……",
+            "！？",
+            "~",
+            "〜",
+            "\\n",
+            "(笑)",
+            "「引用」",
+            "OK",
+            "PC",
+            "xyz",
+            "$5",
+            "1,000",
+        ]
+    )
     for _ in range(120):
         k = rng.randrange(2, 5)
         lines.append("".join(rng.choice(pieces) for _ in range(k)))

@@ -40,9 +40,9 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -92,7 +92,9 @@ def settings_for(kind: str):
     if kind == "worst":
         return SynthesisSettings(length_scale=BOUNDS["length_scale"][1])
     return SynthesisSettings(
-        length_scale=BOUNDS["length_scale"][1], noise_w_scale=BOUNDS["noise_w_scale"][1], sdp_ratio=BOUNDS["sdp_ratio"][1]
+        length_scale=BOUNDS["length_scale"][1],
+        noise_w_scale=BOUNDS["noise_w_scale"][1],
+        sdp_ratio=BOUNDS["sdp_ratio"][1],
     )
 
 
@@ -119,6 +121,7 @@ def _prepare(engine, voice, model: str, text: str, settings, info: dict[str, int
         def request() -> None:
             samples = sum(len(piece) for piece in synthesize(engine, text, voice.name, settings))
             info["frames"] = samples // voice.config.hop_length
+
         return request
     phonemes = voice.frontend.phonemize(text)
     info["ids"] = len(phonemes.phone_ids)
@@ -128,8 +131,10 @@ def _prepare(engine, voice, model: str, text: str, settings, info: dict[str, int
     if model == "durations":
         return lambda: voice.predict_durations(phonemes, bert, settings)
     if model == "front":
+
         def front() -> None:
             info["frames"] = voice.front(phonemes, bert, settings)[0].shape[2]
+
         return front
     latent, speaker = voice.front(phonemes, bert, settings)
     info["frames"] = latent.shape[2]
@@ -145,13 +150,21 @@ def measure(models: Path, voice_name: str, cache_dir: Path, model: str, kind: st
     voice = engine.voice(voice_name)
     idle = _status_mib()
     info: dict[str, int] = {}
-    run = _prepare(engine, voice, model, text_for(kind, chars, model), settings_for(kind).with_style(voice.styles[0]), info)
+    run = _prepare(
+        engine, voice, model, text_for(kind, chars, model), settings_for(kind).with_style(voice.styles[0]), info
+    )
     before = _status_mib()["VmRSS"]
     _reset_peak()
     run()
     after = _status_mib()
-    return {"idle": idle["VmRSS"], "before": before, "peak": after["VmHWM"], "after": after["VmRSS"],
-            "anon_after_idle": after["RssAnon"] - idle["RssAnon"], **info}
+    return {
+        "idle": idle["VmRSS"],
+        "before": before,
+        "peak": after["VmHWM"],
+        "after": after["VmRSS"],
+        "anon_after_idle": after["RssAnon"] - idle["RssAnon"],
+        **info,
+    }
 
 
 # ------------------------------------------------------------ the parent --
@@ -170,15 +183,29 @@ class Point:
         if "error" in r:
             return f"{head}  {r['error']}"
         sizes = "  ".join(f"{key} {r[key]}" for key in ("ids", "frames") if key in r)
-        return (f"{head}  idle {r['idle']:5.0f}  before {r['before']:5.0f}  peak {r['peak']:5.0f} "
-                f"(+{r['peak'] - r['before']:4.0f})  after +{r['after'] - r['idle']:4.0f} "
-                f"(anon +{r['anon_after_idle']:3.0f})  {sizes}")
+        return (
+            f"{head}  idle {r['idle']:5.0f}  before {r['before']:5.0f}  peak {r['peak']:5.0f} "
+            f"(+{r['peak'] - r['before']:4.0f})  after +{r['after'] - r['idle']:4.0f} "
+            f"(anon +{r['anon_after_idle']:3.0f})  {sizes}"
+        )
 
 
 def run_child(args: argparse.Namespace, model: str, kind: str, chars: int) -> dict:
     """`measure` in a fresh interpreter, killed if its RSS passes the limit or it takes too long."""
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", model, kind, str(chars),
-               "--models", str(args.models), "--voice", args.voice, "--cache-dir", str(args.cache_dir)]
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        model,
+        kind,
+        str(chars),
+        "--models",
+        str(args.models),
+        "--voice",
+        args.voice,
+        "--cache-dir",
+        str(args.cache_dir),
+    ]
     child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     deadline = time.monotonic() + args.timeout
     error = ""
@@ -206,19 +233,40 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", type=Path, default=ROOT / ".cache" / "standin" / "full-seed0")
     parser.add_argument("--voice", default=VOICES[0])
-    parser.add_argument("--cache-dir", type=Path, default=ROOT / ".cache" / "memory-curve-models",
-                        help="the optimized models (default: %(default)s)")
-    parser.add_argument("--lengths", type=_lengths, default="20,50,100,200,300",
-                        help="characters per sentence, real kind (default: %(default)s)")
-    parser.add_argument("--text-lengths", type=_lengths, default="300,1000",
-                        help="characters per text (durations, request), real kind (default: %(default)s)")
-    parser.add_argument("--worst-lengths", type=_lengths, default="2,5,20",
-                        help="characters per sentence, worst and noisy kinds (default: %(default)s)")
-    parser.add_argument("--worst-text-lengths", type=_lengths, default="20",
-                        help="characters per text, worst and noisy kinds; at length_scale 5 each is seconds of audio "
-                             "(default: %(default)s)")
-    parser.add_argument("--model", action="append", choices=SENTENCE_MODELS + TEXT_MODELS,
-                        help="only these (repeatable; default: all)")
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=ROOT / ".cache" / "memory-curve-models",
+        help="the optimized models (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--lengths",
+        type=_lengths,
+        default="20,50,100,200,300",
+        help="characters per sentence, real kind (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--text-lengths",
+        type=_lengths,
+        default="300,1000",
+        help="characters per text (durations, request), real kind (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--worst-lengths",
+        type=_lengths,
+        default="2,5,20",
+        help="characters per sentence, worst and noisy kinds (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--worst-text-lengths",
+        type=_lengths,
+        default="20",
+        help="characters per text, worst and noisy kinds; at length_scale 5 each is seconds of audio "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--model", action="append", choices=SENTENCE_MODELS + TEXT_MODELS, help="only these (repeatable; default: all)"
+    )
     parser.add_argument("--kind", action="append", choices=KINDS, help="only these (repeatable; default: all)")
     parser.add_argument("--rss-limit-mb", type=float, default=4000)
     parser.add_argument("--timeout", type=float, default=1200, help="seconds per child (default: %(default)s)")
@@ -240,7 +288,9 @@ def main() -> int:
     for model in args.model or SENTENCE_MODELS + TEXT_MODELS:
         for kind in args.kind or KINDS:
             # The BERT also runs over whole texts, in the pause pass.
-            chosen = lengths[kind, True] + lengths[kind, False] if model == "bert" else lengths[kind, model in TEXT_MODELS]
+            chosen = (
+                lengths[kind, True] + lengths[kind, False] if model == "bert" else lengths[kind, model in TEXT_MODELS]
+            )
             for chars in sorted(set(chosen)):
                 point = Point(model, kind, chars, run_child(args, model, kind, chars))
                 print(point.row(), flush=True)

@@ -63,11 +63,11 @@ import time
 import unicodedata
 import uuid
 import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any
 
 import numpy as np
-
 
 __all__ = [
     "build",
@@ -83,7 +83,7 @@ __all__ = [
 # ───────────────────────────── constants ─────────────────────────────
 
 MARKER_NAME = "standin.json"
-FORMAT_VERSION = 1          # layout of standin.json
+FORMAT_VERSION = 1  # layout of standin.json
 # Bumped whenever the same parameters would produce different files, so that
 # cached builds can be recognised as stale (compare with the marker's
 # "generator_version").
@@ -254,12 +254,29 @@ _TRAIN = {
 _VERSION = "2.7.0-JP-Extra"
 
 _SYNTH_INPUTS = (
-    "x", "x_lengths", "sid", "tone", "language", "bert", "style_vec",
-    "noise_scale", "length_scale", "noise_scale_w", "sdp_ratio",
+    "x",
+    "x_lengths",
+    "sid",
+    "tone",
+    "language",
+    "bert",
+    "style_vec",
+    "noise_scale",
+    "length_scale",
+    "noise_scale_w",
+    "sdp_ratio",
 )
 _DP_INPUTS = (
-    "x", "x_lengths", "sid", "tone", "language", "bert", "style_vec",
-    "length_scale", "noise_scale_w", "sdp_ratio",
+    "x",
+    "x_lengths",
+    "sid",
+    "tone",
+    "language",
+    "bert",
+    "style_vec",
+    "length_scale",
+    "noise_scale_w",
+    "sdp_ratio",
 )
 _PHONE_AXES = {
     "x": {1: "phone_len"},
@@ -283,12 +300,12 @@ _TARGET_FRAMES = {
     _CONSONANT: 3.0,
     _VOWEL: 5.0,
     _GEMINATE: 4.0,
-    _SENT_PUNCT: 30.0,     # . ! ? followed by more text
+    _SENT_PUNCT: 30.0,  # . ! ? followed by more text
     _COMMA: 12.0,
     _OTHER_PUNCT: 6.0,
     _EDGE_PAD: 3.0,
-    _SENT_FINAL: 8.0,      # . ! ? followed only by the end pad
-    _PUNCT_RUN: 4.0,       # inside runs such as "!?" or "..."
+    _SENT_FINAL: 8.0,  # . ! ? followed only by the end pad
+    _PUNCT_RUN: 4.0,  # inside runs such as "!?" or "..."
 }
 _SENT_KINDS = (_SENT_PUNCT, _SENT_FINAL, _PUNCT_RUN)
 _SILENT_CLASSES = (_SILENT_BLANK, _COMMA, _OTHER_PUNCT, _EDGE_PAD) + _SENT_KINDS
@@ -347,7 +364,7 @@ def build(
     return out_dir
 
 
-def load_marker(out_dir: Path) -> Optional[dict[str, Any]]:
+def load_marker(out_dir: Path) -> dict[str, Any] | None:
     """The parsed ``standin.json`` of a finished build, or ``None``."""
     try:
         return json.loads((Path(out_dir) / MARKER_NAME).read_text(encoding="utf-8"))
@@ -359,7 +376,10 @@ def load_marker(out_dir: Path) -> Optional[dict[str, Any]]:
 
 
 def _check_params(
-    size: str, speakers: Sequence[str], seed: int, synth_variant: str,
+    size: str,
+    speakers: Sequence[str],
+    seed: int,
+    synth_variant: str,
 ) -> dict[str, Any]:
     if size not in SIZES:
         raise ValueError(f"size must be one of {SIZES}, got {size!r}")
@@ -392,8 +412,7 @@ def _check_replaceable(out_dir: Path) -> None:
         raise FileExistsError(f"{out_dir} exists and is not a directory")
     if any(out_dir.iterdir()) and not (out_dir / MARKER_NAME).is_file():
         raise FileExistsError(
-            f"{out_dir} is not empty and is not a stand-in build (no {MARKER_NAME}); "
-            "refusing to replace it"
+            f"{out_dir} is not empty and is not a stand-in build (no {MARKER_NAME}); refusing to replace it"
         )
 
 
@@ -402,7 +421,7 @@ def _remove_stale_partials(out_dir: Path) -> None:
     for kind in ("partial", "old"):
         prefix = f".{out_dir.name}.{kind}-"
         for p in out_dir.parent.glob(prefix + "*"):
-            pid = p.name[len(prefix):].split("-", 1)[0]
+            pid = p.name[len(prefix) :].split("-", 1)[0]
             if pid.isdigit() and p.is_dir() and not _pid_alive(int(pid)):
                 shutil.rmtree(p, ignore_errors=True)
 
@@ -449,8 +468,9 @@ def _build_into(root: Path, params: dict[str, Any]) -> dict[str, Any]:
         for name in params["speakers"]:
             spk_dir = root / "onnx" / "speakers" / name
             spk_dir.mkdir(parents=True)
-            info[name] = _build_speaker(spk_dir, name, size, _derive_seed(seed, "speaker", name),
-                                        params["synth_variant"])
+            info[name] = _build_speaker(
+                spk_dir, name, size, _derive_seed(seed, "speaker", name), params["synth_variant"]
+            )
             gc.collect()
         return info
     finally:
@@ -515,31 +535,31 @@ def _quiet_build_env() -> Iterator[None]:
 
 def _vocab_candidates() -> Iterator[str]:
     ranges: list[Sequence[int]] = [
-        [0x2581],                      # "▁" (the real vocabulary has it at id 5)
-        range(0x3041, 0x3097),         # hiragana
+        [0x2581],  # "▁" (the real vocabulary has it at id 5)
+        range(0x3041, 0x3097),  # hiragana
         range(0x309B, 0x309F),
-        range(0x30A1, 0x30FB),         # katakana
+        range(0x30A1, 0x30FB),  # katakana
         [0x30FC, 0x30FB, 0x30FD, 0x30FE],  # ー ・ ヽ ヾ
         [ord(c) for c in "、。「」『』【】〔〕（）《》〈〉！？…‥〜～・"],
-        range(0x21, 0x7F),             # ASCII (letters, digits, ! ? , . ' - ...)
-        range(0xFF01, 0xFF5F),         # full-width forms
-        range(0x0391, 0x03AA),         # Greek
+        range(0x21, 0x7F),  # ASCII (letters, digits, ! ? , . ' - ...)
+        range(0xFF01, 0xFF5F),  # full-width forms
+        range(0x0391, 0x03AA),  # Greek
         range(0x03B1, 0x03CA),
-        range(0x0410, 0x0450),         # Cyrillic
+        range(0x0410, 0x0450),  # Cyrillic
         [0x0401, 0x0451],
-        range(0x00A1, 0x0100),         # Latin-1
-        range(0x2010, 0x2028),         # general punctuation
+        range(0x00A1, 0x0100),  # Latin-1
+        range(0x2010, 0x2028),  # general punctuation
         range(0x2030, 0x205F),
-        range(0x3001, 0x3040),         # CJK symbols and punctuation
-        range(0x4E00, 0xA000),         # CJK unified ideographs, code-point order
-        range(0xF900, 0xFADA),         # compatibility ideographs
-        range(0xFF61, 0xFFA0),         # half-width katakana
-        range(0x2190, 0x2200),         # arrows
-        range(0x2200, 0x2300),         # maths
-        range(0x2500, 0x2580),         # box drawing
-        range(0x25A0, 0x2600),         # geometric shapes
-        range(0x2600, 0x2700),         # misc symbols
-        range(0x3400, 0x4DC0),         # CJK extension A
+        range(0x3001, 0x3040),  # CJK symbols and punctuation
+        range(0x4E00, 0xA000),  # CJK unified ideographs, code-point order
+        range(0xF900, 0xFADA),  # compatibility ideographs
+        range(0xFF61, 0xFFA0),  # half-width katakana
+        range(0x2190, 0x2200),  # arrows
+        range(0x2200, 0x2300),  # maths
+        range(0x2500, 0x2580),  # box drawing
+        range(0x25A0, 0x2600),  # geometric shapes
+        range(0x2600, 0x2700),  # misc symbols
+        range(0x3400, 0x4DC0),  # CJK extension A
     ]
     for r in ranges:
         for cp in r:
@@ -598,7 +618,9 @@ def _export_bert(path: Path, size: str, seed: int, work: Path) -> None:
 
         def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
             out = self.model(
-                input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                output_hidden_states=True,
             )
             return out.hidden_states[-3]
 
@@ -608,7 +630,9 @@ def _export_bert(path: Path, size: str, seed: int, work: Path) -> None:
     ids[0, 0], ids[0, -1] = 1, 2
     fp32 = work / "bert_fp32.onnx"
     _onnx_export(
-        wrapper, (ids, torch.ones_like(ids)), fp32,
+        wrapper,
+        (ids, torch.ones_like(ids)),
+        fp32,
         input_names=["input_ids", "attention_mask"],
         output_names=["hidden_states"],
         dynamic_axes={
@@ -620,7 +644,8 @@ def _export_bert(path: Path, size: str, seed: int, work: Path) -> None:
     del wrapper, model
     gc.collect()
     quantize_dynamic(
-        str(fp32), str(path),
+        str(fp32),
+        str(path),
         op_types_to_quantize=["MatMul", "Gemm"],
         weight_type=QuantType.QInt8,
         per_channel=False,
@@ -631,15 +656,22 @@ def _export_bert(path: Path, size: str, seed: int, work: Path) -> None:
 
 
 def _onnx_export(
-    module: Any, args: tuple, path: Path, *, input_names: Sequence[str],
-    output_names: Sequence[str], dynamic_axes: dict[str, dict[int, str]],
+    module: Any,
+    args: tuple,
+    path: Path,
+    *,
+    input_names: Sequence[str],
+    output_names: Sequence[str],
+    dynamic_axes: dict[str, dict[int, str]],
 ) -> None:
     """TorchScript-based export, opset 17, as hayakoe's own exporter does."""
     import torch
 
     with contextlib.redirect_stdout(io.StringIO()), torch.no_grad():
         torch.onnx.export(
-            module, args, str(path),
+            module,
+            args,
+            str(path),
             input_names=list(input_names),
             output_names=list(output_names),
             dynamic_axes=dynamic_axes,
@@ -753,17 +785,16 @@ class _Calib:
 
     def __init__(self, tensors: dict[str, Any], classes: Any, mask: Any) -> None:
         self.t = tensors
-        self.classes = classes      # LongTensor [B, P]
-        self.mask = mask            # FloatTensor [B, 1, P]
+        self.classes = classes  # LongTensor [B, P]
+        self.mask = mask  # FloatTensor [B, 1, P]
 
     def enc_args(self) -> tuple:
         t = self.t
         return (t["x"], t["x_lengths"], t["tone"], t["language"], t["bert"], t["style_vec"])
 
-    def head(self, n: int) -> "_Calib":
+    def head(self, n: int) -> _Calib:
         p = int(self.t["x_lengths"][:n].max())
-        t = {k: (v[:n, ..., :p] if v.dim() > 1 and k != "style_vec" else v[:n])
-             for k, v in self.t.items()}
+        t = {k: (v[:n, ..., :p] if v.dim() > 1 and k != "style_vec" else v[:n]) for k, v in self.t.items()}
         return _Calib(t, self.classes[:n, :p], self.mask[:n, :, :p])
 
 
@@ -805,8 +836,7 @@ def _calibration_batch(rng: np.random.Generator, n_seq: int, style: np.ndarray) 
                     elif r < 0.3:
                         toks.append((vowels[int(rng.integers(5))], tone, char, _VOWEL))
                     else:
-                        toks.append((consonants[int(rng.integers(len(consonants)))], tone, char,
-                                     _CONSONANT))
+                        toks.append((consonants[int(rng.integers(len(consonants)))], tone, char, _CONSONANT))
                         toks.append((vowels[int(rng.integers(5))], tone, char, _VOWEL))
                     if rng.random() < 0.03:
                         char += 1
@@ -816,8 +846,17 @@ def _calibration_batch(rng: np.random.Generator, n_seq: int, style: np.ndarray) 
                     char += 1
                     toks.append((",", 0, char, _COMMA))
             r = rng.random()
-            ends = ["."] if r < 0.6 else ["!"] if r < 0.72 else ["?"] if r < 0.84 else \
-                ["!", "?"] if r < 0.9 else [".", ".", "."]
+            ends = (
+                ["."]
+                if r < 0.6
+                else ["!"]
+                if r < 0.72
+                else ["?"]
+                if r < 0.84
+                else ["!", "?"]
+                if r < 0.9
+                else [".", ".", "."]
+            )
             for i, p in enumerate(ends):
                 char += 1
                 toks.append((p, 0, char, _SENT_PUNCT if i == len(ends) - 1 else _PUNCT_RUN))
@@ -950,7 +989,7 @@ def _shape_text_encoder(net: Any, calib: _Calib, gen: Any) -> None:
     E[SYMBOLS.index(",")] += U[:, 1]
     for sym in ("'", "-", "…"):
         E[SYMBOLS.index(sym)] += U[:, 2]
-    E[0] += U[:, 3]                       # blank and edge pad ("_")
+    E[0] += U[:, 3]  # blank and edge pad ("_")
     enc.language_emb.weight[0] += U[:, 4]  # blanks carry language 0
 
     for layer in enc.encoder.attn_layers:
@@ -1080,8 +1119,7 @@ def _duration_targets(calib: _Calib) -> Any:
     """log(frames - 0.5) per token, so that ceil(exp(.)) gives the frame count."""
     import torch
 
-    frames = torch.tensor([_TARGET_FRAMES[i] for i in range(len(_TARGET_FRAMES))],
-                          dtype=torch.float64)
+    frames = torch.tensor([_TARGET_FRAMES[i] for i in range(len(_TARGET_FRAMES))], dtype=torch.float64)
     return torch.log(frames[calib.classes] - 0.5)
 
 
@@ -1099,7 +1137,7 @@ def _fit_dp(net: Any, calib: _Calib, h: Any, x_mask: Any, g: Any) -> None:
     y = _duration_targets(calib)[sel].numpy()
     cls = calib.classes[sel].numpy()
     counts = np.bincount(cls, minlength=len(_TARGET_FRAMES)).astype(np.float64)
-    wt = 1.0 / np.sqrt(counts[cls])        # rare classes (pauses) count more
+    wt = 1.0 / np.sqrt(counts[cls])  # rare classes (pauses) count more
     n = F_.shape[1]
     Fw = F_ * wt[:, None]
     w = np.linalg.solve(Fw.T @ F_ + 1e-3 * wt.sum() / n * np.eye(n), Fw.T @ y)
@@ -1119,7 +1157,7 @@ def _calibrate_sdp(net: Any, calib: _Calib, h: Any, x_mask: Any, g: Any, seed: i
     import torch
 
     sdp = net.sdp
-    affine = sdp.flows[0]          # applied last in reverse mode
+    affine = sdp.flows[0]  # applied last in reverse mode
     seen: list[Any] = []
     hook = affine.register_forward_pre_hook(lambda m, a: seen.append(a[0][:, :1]))
     torch.manual_seed(seed ^ 0x5D9)
@@ -1142,8 +1180,9 @@ def _expand(net: Any, calib: _Calib, noise_scale: float, noise_w: float, sdp_rat
     t = calib.t
     g = net.emb_g(t["sid"]).unsqueeze(-1)
     x, m_p, logs_p, x_mask = net.enc_p(*calib.enc_args(), g=g)
-    logw = net.sdp(x, x_mask, g=g, reverse=True, noise_scale=noise_w) * sdp_ratio \
-        + net.dp(x, x_mask, g=g) * (1 - sdp_ratio)
+    logw = net.sdp(x, x_mask, g=g, reverse=True, noise_scale=noise_w) * sdp_ratio + net.dp(x, x_mask, g=g) * (
+        1 - sdp_ratio
+    )
     w_ceil = torch.ceil(torch.exp(logw) * x_mask)
     y_len = torch.clamp_min(w_ceil.sum([1, 2]), 1).long()
     frames = torch.arange(int(y_len.max()))
@@ -1242,13 +1281,26 @@ def _synth_wrapper_cls() -> Any:
             super().__init__()
             self.net_g = net_g
 
-        def forward(self, x, x_lengths, sid, tone, language, bert, style_vec,
-                    noise_scale, length_scale, noise_scale_w, sdp_ratio):
+        def forward(
+            self,
+            x,
+            x_lengths,
+            sid,
+            tone,
+            language,
+            bert,
+            style_vec,
+            noise_scale,
+            length_scale,
+            noise_scale_w,
+            sdp_ratio,
+        ):
             net = self.net_g
             g = net.emb_g(sid).unsqueeze(-1)
             h, m_p, logs_p, x_mask = net.enc_p(x, x_lengths, tone, language, bert, style_vec, g=g)
-            logw = net.sdp(h, x_mask, g=g, reverse=True, noise_scale=noise_scale_w) * sdp_ratio \
-                + net.dp(h, x_mask, g=g) * (1 - sdp_ratio)
+            logw = net.sdp(h, x_mask, g=g, reverse=True, noise_scale=noise_scale_w) * sdp_ratio + net.dp(
+                h, x_mask, g=g
+            ) * (1 - sdp_ratio)
             w_ceil = torch.ceil(torch.exp(logw) * x_mask * length_scale)
             y_lengths = torch.clamp_min(torch.sum(w_ceil, [1, 2]), 1).long()
             frames = torch.arange(y_lengths.max(), dtype=y_lengths.dtype, device=x.device)
@@ -1269,9 +1321,9 @@ def _hard_path(w_ceil: Any, x_mask: Any, y_mask: Any) -> Any:
     import torch
 
     t_y = y_mask.size(2)
-    cum = torch.cumsum(w_ceil, -1)                                   # [B, 1, T_x]
+    cum = torch.cumsum(w_ceil, -1)  # [B, 1, T_x]
     frames = torch.arange(t_y, device=w_ceil.device).to(w_ceil.dtype).view(1, -1, 1)
-    end = (frames < cum).to(w_ceil.dtype)                            # [B, T_y, T_x]
+    end = (frames < cum).to(w_ceil.dtype)  # [B, T_y, T_x]
     start = (frames < (cum - w_ceil)).to(w_ceil.dtype)
     return (end - start) * x_mask * y_mask.transpose(1, 2)
 
@@ -1313,9 +1365,14 @@ def _export_speaker_models(net: Any, spk_dir: Path, variant: str, seed: int) -> 
     axes["audio"] = {2: "audio_len"}
     axes["durations"] = {1: "phone_len"}
     torch.manual_seed(seed)
-    _onnx_export(wrapper, _dummy_inputs(seed), spk_dir / "synthesizer.onnx",
-                 input_names=_SYNTH_INPUTS, output_names=["audio", "durations"],
-                 dynamic_axes=axes)
+    _onnx_export(
+        wrapper,
+        _dummy_inputs(seed),
+        spk_dir / "synthesizer.onnx",
+        input_names=_SYNTH_INPUTS,
+        output_names=["audio", "durations"],
+        dynamic_axes=axes,
+    )
     _apply_variant(spk_dir, variant)
 
 
@@ -1341,7 +1398,8 @@ def _apply_variant(spk_dir: Path, variant: str) -> None:
     elif variant == "external-data":
         path.unlink()
         onnx.save_model(
-            model, str(path),
+            model,
+            str(path),
             save_as_external_data=True,
             all_tensors_to_one_file=True,
             location="synthesizer.onnx.data",
@@ -1404,27 +1462,31 @@ def _dir_size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="standin_models",
-        description="Write random-weight stand-ins of the HayaKoe models in the "
-                    "lemondouble/hayakoe hub layout.",
+        description="Write random-weight stand-ins of the HayaKoe models in the lemondouble/hayakoe hub layout.",
     )
     ap.add_argument("--out", required=True, type=Path, help="directory to write")
     ap.add_argument("--size", choices=SIZES, default="tiny")
-    ap.add_argument("--speaker", action="append", dest="speakers", metavar="NAME",
-                    help="speaker name (repeatable; default standin-a)")
+    ap.add_argument(
+        "--speaker",
+        action="append",
+        dest="speakers",
+        metavar="NAME",
+        help="speaker name (repeatable; default standin-a)",
+    )
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--variant", choices=SYNTH_VARIANTS, default="standard",
-                    help="synthesizer variant")
+    ap.add_argument("--variant", choices=SYNTH_VARIANTS, default="standard", help="synthesizer variant")
     args = ap.parse_args(argv)
     speakers = args.speakers or ["standin-a"]
     t0 = time.monotonic()
-    out = build(args.out, size=args.size, speakers=speakers, seed=args.seed,
-                synth_variant=args.variant)
+    out = build(args.out, size=args.size, speakers=speakers, seed=args.seed, synth_variant=args.variant)
     dt = time.monotonic() - t0
-    print(f"wrote {args.size} stand-in ({args.variant}, speakers: {', '.join(speakers)}, "
-          f"seed {args.seed}) to {out.resolve()} — {_dir_size(out) / 1e6:.1f} MB in {dt:.1f} s")
+    print(
+        f"wrote {args.size} stand-in ({args.variant}, speakers: {', '.join(speakers)}, "
+        f"seed {args.seed}) to {out.resolve()} — {_dir_size(out) / 1e6:.1f} MB in {dt:.1f} s"
+    )
     return 0
 
 

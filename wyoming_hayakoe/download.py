@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from .store import DEFAULT_REPO, download_patterns, missing_files
 
@@ -16,7 +16,9 @@ class DownloadFailed(RuntimeError):
     """The hub could not be reached or did not have the voice."""
 
 
-def download_voices(voices: Sequence[str], data_dir: Path, repo: str = DEFAULT_REPO, revision: str | None = None) -> None:
+def download_voices(
+    voices: Sequence[str], data_dir: Path, repo: str = DEFAULT_REPO, revision: str | None = None
+) -> None:
     """Download the BERT, tokenizer and `voices` into `data_dir` (hub layout).
 
     huggingface_hub writes each file to a temporary name and renames it when

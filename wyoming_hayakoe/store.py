@@ -8,9 +8,9 @@ come from clients, so they are checked before they touch the file system.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 DEFAULT_REPO = "lemondouble/hayakoe"
 

@@ -23,7 +23,8 @@ import itertools
 import logging
 import threading
 from collections import deque
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -64,14 +65,14 @@ def _deliver(future: asyncio.Future, result: Any, error: BaseException | None) -
 class Lane:
     """The jobs of one request, run in order on the shared worker."""
 
-    def __init__(self, scheduler: "Scheduler", label: str) -> None:
+    def __init__(self, scheduler: Scheduler, label: str) -> None:
         self._scheduler = scheduler
         self.label = label
         self.jobs: deque[_Job] = deque()
         self.running = False
         self.closed = False
 
-    def submit(self, fn: Callable[[], T]) -> "asyncio.Future[T]":
+    def submit(self, fn: Callable[[], T]) -> asyncio.Future[T]:
         """Queue `fn` to run on the worker; the future completes with its result."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future = loop.create_future()
@@ -99,7 +100,7 @@ class Lane:
         """Release the lane: pending jobs are cancelled, a running one is discarded."""
         self._scheduler._close_lane(self)
 
-    def __enter__(self) -> "Lane":
+    def __enter__(self) -> Lane:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -7,8 +7,9 @@ import faulthandler
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, NoReturn
+from typing import NoReturn
 
 from ..engine.settings import SynthesisSettings
 
@@ -26,16 +27,41 @@ def add_synthesis_arguments(
     defaults = SynthesisSettings()
     group = parser.add_argument_group(title)
     group.add_argument("--style", default=None, metavar="STYLE", help=style_help)
-    group.add_argument("--style-weight", type=float, default=defaults.style_weight, metavar="W",
-                       help="Strength of the style, 0-2 (default: %(default)s)")
-    group.add_argument("--length-scale", type=float, default=defaults.length_scale, metavar="X",
-                       help="Speaking slowness: >1 slower, <1 faster (default: %(default)s)")
-    group.add_argument("--noise-scale", type=float, default=defaults.noise_scale, metavar="X",
-                       help="Voice variation, 0-2 (default: %(default)s)")
-    group.add_argument("--noise-w-scale", type=float, default=defaults.noise_w_scale, metavar="X",
-                       help="Rhythm variation, 0-2 (default: %(default)s)")
-    group.add_argument("--sdp-ratio", type=float, default=defaults.sdp_ratio, metavar="X",
-                       help="Stochastic vs. deterministic duration mix, 0-1 (default: %(default)s)")
+    group.add_argument(
+        "--style-weight",
+        type=float,
+        default=defaults.style_weight,
+        metavar="W",
+        help="Strength of the style, 0-2 (default: %(default)s)",
+    )
+    group.add_argument(
+        "--length-scale",
+        type=float,
+        default=defaults.length_scale,
+        metavar="X",
+        help="Speaking slowness: >1 slower, <1 faster (default: %(default)s)",
+    )
+    group.add_argument(
+        "--noise-scale",
+        type=float,
+        default=defaults.noise_scale,
+        metavar="X",
+        help="Voice variation, 0-2 (default: %(default)s)",
+    )
+    group.add_argument(
+        "--noise-w-scale",
+        type=float,
+        default=defaults.noise_w_scale,
+        metavar="X",
+        help="Rhythm variation, 0-2 (default: %(default)s)",
+    )
+    group.add_argument(
+        "--sdp-ratio",
+        type=float,
+        default=defaults.sdp_ratio,
+        metavar="X",
+        help="Stochastic vs. deterministic duration mix, 0-1 (default: %(default)s)",
+    )
 
 
 def settings_from(args: argparse.Namespace) -> SynthesisSettings:
@@ -60,7 +86,11 @@ def positive_int(text: str) -> int:
 
 def add_data_dir_argument(parser: argparse.ArgumentParser, required: bool = True) -> None:
     parser.add_argument(
-        "--data-dir", type=Path, action="append", required=required, default=None,
+        "--data-dir",
+        type=Path,
+        action="append",
+        required=required,
+        default=None,
         help="Directory with models in the hub layout (repeatable; first match wins)",
     )
 
@@ -85,7 +115,10 @@ def add_cache_dir_argument(parser: argparse.ArgumentParser | argparse._ArgumentG
     folder cannot stop the command line from parsing (or --help from printing).
     """
     parser.add_argument(
-        "--cache-dir", type=Path, default=None, metavar="DIR",
+        "--cache-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
         help="Writable folder for the models as optimized for this machine, made at the first start "
         f"and reused (default: {DEFAULT_CACHE_DIR_TEXT})",
     )

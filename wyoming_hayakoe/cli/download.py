@@ -12,7 +12,9 @@ from .common import fail, run_cli, setup_logging
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="wyoming-hayakoe-download", description=__doc__)
-    parser.add_argument("--voice", action="append", required=True, help="Voice to download, e.g. jvnv-F1-jp (repeatable)")
+    parser.add_argument(
+        "--voice", action="append", required=True, help="Voice to download, e.g. jvnv-F1-jp (repeatable)"
+    )
     parser.add_argument("--data-dir", type=Path, required=True, help="Directory to download into (hub layout)")
     parser.add_argument("--repo", default=DEFAULT_REPO, help="Hugging Face repo id (default: %(default)s)")
     parser.add_argument("--revision", default=None, help="Branch, tag or commit of the repo (default: main)")

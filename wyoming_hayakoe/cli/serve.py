@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from .. import __version__
+from ..store import DEFAULT_REPO, check_voice_name
 from .common import (
     add_cache_dir_argument,
     add_synthesis_arguments,
@@ -26,7 +27,6 @@ from .common import (
     settings_from,
     setup_logging,
 )
-from ..store import DEFAULT_REPO, check_voice_name
 
 DEFAULT_URI = "tcp://127.0.0.1:10200"
 ENV_ARGS = "WYOMING_HAYAKOE_ARGS"
@@ -48,36 +48,106 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"Extra arguments may also be given in the environment variable {ENV_ARGS}.",
     )
     server = parser.add_argument_group("server")
-    server.add_argument("--uri", default=DEFAULT_URI, help="tcp://HOST:PORT, unix://PATH or stdio:// (default: %(default)s)")
-    server.add_argument("--zeroconf", nargs="?", const="", default=None, metavar="NAME",
-                        help="Advertise the server over mDNS as _wyoming._tcp (tcp:// only); NAME defaults to hayakoe-<hostname>")
-    server.add_argument("--zeroconf-host", default=None, metavar="IP",
-                        help="Address to advertise over mDNS (default: this host's LAN address when bound to 0.0.0.0)")
-    server.add_argument("--no-streaming", action="store_true",
-                        help="Do not advertise streaming text input (streaming requests are still accepted)")
-    server.add_argument("--samples-per-chunk", type=positive_int, default=1024, metavar="N", help="Samples per audio-chunk event (default: %(default)s)")
-    server.add_argument("--max-queue", type=positive_int, default=8, metavar="N",
-                        help="Synthesis requests in progress or waiting at once; more are refused with error 'busy' (default: %(default)s)")
-    server.add_argument("--max-text-length", type=positive_int, default=10_000, metavar="CHARS",
-                        help="Longest text (characters) one request may send; longer ones get error 'text-too-long' (default: %(default)s)")
-    server.add_argument("--threads", type=positive_int, default=None, metavar="N",
-                        help="CPU threads for inference (default: ONNX Runtime's choice, all cores)")
+    server.add_argument(
+        "--uri", default=DEFAULT_URI, help="tcp://HOST:PORT, unix://PATH or stdio:// (default: %(default)s)"
+    )
+    server.add_argument(
+        "--zeroconf",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="NAME",
+        help="Advertise the server over mDNS as _wyoming._tcp (tcp:// only); NAME defaults to hayakoe-<hostname>",
+    )
+    server.add_argument(
+        "--zeroconf-host",
+        default=None,
+        metavar="IP",
+        help="Address to advertise over mDNS (default: this host's LAN address when bound to 0.0.0.0)",
+    )
+    server.add_argument(
+        "--no-streaming",
+        action="store_true",
+        help="Do not advertise streaming text input (streaming requests are still accepted)",
+    )
+    server.add_argument(
+        "--samples-per-chunk",
+        type=positive_int,
+        default=1024,
+        metavar="N",
+        help="Samples per audio-chunk event (default: %(default)s)",
+    )
+    server.add_argument(
+        "--max-queue",
+        type=positive_int,
+        default=8,
+        metavar="N",
+        help="Synthesis requests in progress or waiting at once; more are refused with error 'busy' (default: %(default)s)",
+    )
+    server.add_argument(
+        "--max-text-length",
+        type=positive_int,
+        default=10_000,
+        metavar="CHARS",
+        help="Longest text (characters) one request may send; longer ones get error 'text-too-long' (default: %(default)s)",
+    )
+    server.add_argument(
+        "--threads",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="CPU threads for inference (default: ONNX Runtime's choice, all cores)",
+    )
 
     voices = parser.add_argument_group("voices")
-    voices.add_argument("--data-dir", type=Path, action="append", required=True, metavar="DIR",
-                        help="Directory with models in the Hugging Face hub layout (repeatable; first match wins)")
-    voices.add_argument("--download-dir", type=Path, default=None, metavar="DIR",
-                        help="Where missing configured voices are downloaded (default: the first --data-dir)")
-    voices.add_argument("--no-download", action="store_true", help="Never download; fail if a configured voice is missing")
-    voices.add_argument("--download-repo", default=DEFAULT_REPO, metavar="REPO", help="Hugging Face repo to download from (default: %(default)s)")
-    voices.add_argument("--download-revision", default=None, metavar="REV", help="Branch, tag or commit of that repo (default: main)")
-    voices.add_argument("--voice", default=None, metavar="VOICE",
-                        help="Default voice, used when a request names none; downloaded if missing (default: jvnv-F1-jp if installed, else the first installed voice)")
-    voices.add_argument("--load-voice", action="append", default=[], metavar="VOICE",
-                        help="Serve only these voices plus --voice (repeatable; downloaded if missing). Default: every installed voice")
+    voices.add_argument(
+        "--data-dir",
+        type=Path,
+        action="append",
+        required=True,
+        metavar="DIR",
+        help="Directory with models in the Hugging Face hub layout (repeatable; first match wins)",
+    )
+    voices.add_argument(
+        "--download-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="Where missing configured voices are downloaded (default: the first --data-dir)",
+    )
+    voices.add_argument(
+        "--no-download", action="store_true", help="Never download; fail if a configured voice is missing"
+    )
+    voices.add_argument(
+        "--download-repo",
+        default=DEFAULT_REPO,
+        metavar="REPO",
+        help="Hugging Face repo to download from (default: %(default)s)",
+    )
+    voices.add_argument(
+        "--download-revision", default=None, metavar="REV", help="Branch, tag or commit of that repo (default: main)"
+    )
+    voices.add_argument(
+        "--voice",
+        default=None,
+        metavar="VOICE",
+        help="Default voice, used when a request names none; downloaded if missing (default: jvnv-F1-jp if installed, else the first installed voice)",
+    )
+    voices.add_argument(
+        "--load-voice",
+        action="append",
+        default=[],
+        metavar="VOICE",
+        help="Serve only these voices plus --voice (repeatable; downloaded if missing). Default: every installed voice",
+    )
     voices.add_argument("--no-warmup", action="store_true", help="Skip the warm-up synthesis at startup")
-    voices.add_argument("--dictionary", type=Path, default=None, metavar="FILE",
-                        help="User dictionary: lines of 'surface, reading[, accent[, priority]]' (see the README)")
+    voices.add_argument(
+        "--dictionary",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="User dictionary: lines of 'surface, reading[, accent[, priority]]' (see the README)",
+    )
     add_cache_dir_argument(voices)
 
     add_synthesis_arguments(
@@ -88,7 +158,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     misc = parser.add_argument_group("logging")
     misc.add_argument("--debug", action="store_true", help="Log debug messages")
-    misc.add_argument("--log-format", default=logging.BASIC_FORMAT, metavar="FORMAT", help="Python logging format (default: %(default)s)")
+    misc.add_argument(
+        "--log-format",
+        default=logging.BASIC_FORMAT,
+        metavar="FORMAT",
+        help="Python logging format (default: %(default)s)",
+    )
     misc.add_argument("--version", action="version", version=__version__, help="Print the version and exit")
     return parser
 

@@ -28,7 +28,6 @@ from .common import (
     setup_logging,
 )
 
-
 # File extension → (soundfile format, subtype): 16-bit PCM where the format has it.
 OUTPUT_FORMATS = {
     ".wav": ("WAV", "PCM_16"),
@@ -48,7 +47,7 @@ class Output:
     subtype: str
 
     @classmethod
-    def parse(cls, value: str) -> "Output":
+    def parse(cls, value: str) -> Output:
         """The output `--output` names; ValueError with a message for the user if it cannot be written."""
         if value == STDOUT:
             return cls(None, *OUTPUT_FORMATS[".wav"])
@@ -59,7 +58,9 @@ class Output:
         if kind is None:
             known = ", ".join(OUTPUT_FORMATS)
             suffix = repr(path.suffix) if path.suffix else "(no extension)"
-            raise ValueError(f"--output {value}: unknown audio format {suffix}; use {known}, or - for WAV on standard output")
+            raise ValueError(
+                f"--output {value}: unknown audio format {suffix}; use {known}, or - for WAV on standard output"
+            )
         folder = path.parent
         if not folder.is_dir():
             raise ValueError(f"--output {value}: the folder {folder} does not exist")
@@ -88,26 +89,36 @@ def main() -> int:
     add_synthesis_arguments(parser)
     parser.add_argument("--text", help="Text to speak (default: read standard input)")
     parser.add_argument(
-        "--output", metavar="FILE",
+        "--output",
+        metavar="FILE",
         help="Audio file to write, format by extension: .wav, .flac (16-bit), .ogg (Vorbis), .mp3; "
         "- writes WAV to standard output (required unless --reading)",
     )
     parser.add_argument(
-        "--reading", action="store_true",
+        "--reading",
+        action="store_true",
         help="Print the katakana reading of the text instead of synthesizing (needs no models)",
     )
     parser.add_argument(
-        "--dictionary", type=Path, metavar="FILE",
+        "--dictionary",
+        type=Path,
+        metavar="FILE",
         help="User dictionary: lines of 'surface, reading[, accent[, priority]]' (see the README)",
     )
-    parser.add_argument("--threads", type=positive_int, default=None, help="CPU threads for inference (default: all cores)")
+    parser.add_argument(
+        "--threads", type=positive_int, default=None, help="CPU threads for inference (default: all cores)"
+    )
     add_cache_dir_argument(parser)
     parser.add_argument("--debug", action="store_true")
     args = parser.parse_args()
     setup_logging(args.debug)
     output: Output | None = None  # checked before anything slow runs
     if not args.reading:
-        missing = [flag for flag, value in (("--data-dir", args.data_dir), ("--voice", args.voice), ("--output", args.output)) if not value]
+        missing = [
+            flag
+            for flag, value in (("--data-dir", args.data_dir), ("--voice", args.voice), ("--output", args.output))
+            if not value
+        ]
         if missing:
             parser.error(f"the following arguments are required: {', '.join(missing)} (or give --reading)")
         try:
@@ -173,12 +184,23 @@ def _synthesize(args: argparse.Namespace, text: str, keep_words: list[str], outp
     try:
         settings = settings_from(args)
         engine = Engine.load(
-            args.data_dir, voices=[args.voice], threads=args.threads, keep_words=keep_words, cache_dir=cache_dir_from(args)
+            args.data_dir,
+            voices=[args.voice],
+            threads=args.threads,
+            keep_words=keep_words,
+            cache_dir=cache_dir_from(args),
         )
         speech = Speech(engine, args.voice, settings)
         asyncio.run(play(speech, speech.text(text), sink))
-    except (MissingModelFiles, InvalidVoiceName, UnknownVoice, UnknownStyle, UnsupportedVoice, InvalidSettings,
-            PreparationError) as err:
+    except (
+        MissingModelFiles,
+        InvalidVoiceName,
+        UnknownVoice,
+        UnknownStyle,
+        UnsupportedVoice,
+        InvalidSettings,
+        PreparationError,
+    ) as err:
         fail(str(err))
     failure = speech.result.failure()
     if failure:

@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 
 from ..runtime import ort
-from ..runtime.models import BertModel
 from ..runtime.cache import ModelCache
+from ..runtime.models import BertModel
 from ..store import BertFiles
 from ..text import Phonemes, UnpronounceableText
 
@@ -23,7 +23,7 @@ class BertEncoder:
         self.origin = origin
 
     @classmethod
-    def load(cls, files: BertFiles, cache: ModelCache, threads: int | None = None) -> "BertEncoder":
+    def load(cls, files: BertFiles, cache: ModelCache, threads: int | None = None) -> BertEncoder:
         """The hub layout's tokenizer and Q8 model, on ONNX Runtime."""
         # The class is named directly: AutoTokenizer would import torch where it is installed.
         from transformers.models.bert_japanese.tokenization_bert_japanese import BertJapaneseTokenizer

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -80,7 +80,7 @@ class Engine:
         threads: int | None = None,
         keep_words: Sequence[str] = (),
         cache_dir: Path | None = None,
-    ) -> "Engine":
+    ) -> Engine:
         """The BERT and `voices` (default: every installed one) from the first data dir that has each.
 
         `keep_words`: Latin surfaces of the user dictionary, left for OpenJTalk

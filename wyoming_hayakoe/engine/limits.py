@@ -22,7 +22,7 @@ pass over a whole text runs only if the whole text fits (`fits_one_pass`).
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 from ..text import Phonemes
 from ..text.hayakoe.sentences import cut_position

@@ -42,7 +42,7 @@ class BoundaryPause:
     @classmethod
     def from_durations(
         cls, durations: np.ndarray, phone_ids: np.ndarray, boundaries: int, hop_length: int, sample_rate: int
-    ) -> "BoundaryPause":
+    ) -> BoundaryPause:
         ids = phone_ids.tolist()
         pauses = []
         for pos in sentence_end_positions(phone_ids)[: max(boundaries, 0)]:

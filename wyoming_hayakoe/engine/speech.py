@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Iterator, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -72,7 +73,9 @@ class SpeechResult:
         """Why nothing could be read aloud, if so; None when something was spoken or nothing was asked."""
         if self.spoken or not (self.skipped or self.unspeakable):
             return None
-        reason = self.skipped[0] if self.skipped else "no letters, kana, kanji or digits after removing markup and symbols"
+        reason = (
+            self.skipped[0] if self.skipped else "no letters, kana, kanji or digits after removing markup and symbols"
+        )
         return f"Nothing in the text can be read aloud ({reason})"
 
 
@@ -202,10 +205,14 @@ class Speech:
             window = self._previous_text + sentence
             pauses = self.engine.boundary_pauses(self.voice, window, 2, self.settings)
             pause = pauses.target(0) if pauses is not None else MIN_PAUSE_SECONDS
-        return gap_samples(trailing_silence(self._previous_audio, self.voice.sample_rate), pause, self.voice.sample_rate)
+        return gap_samples(
+            trailing_silence(self._previous_audio, self.voice.sample_rate), pause, self.voice.sample_rate
+        )
 
 
-def synthesize(engine: Engine, text: str, voice_name: str, settings: SynthesisSettings | None = None) -> Iterator[np.ndarray]:
+def synthesize(
+    engine: Engine, text: str, voice_name: str, settings: SynthesisSettings | None = None
+) -> Iterator[np.ndarray]:
     """int16 audio of a whole text in pieces as they are decoded, right here (see `Speech.text`)."""
     return Speech(engine, voice_name, settings).text(text)
 

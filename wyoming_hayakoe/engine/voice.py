@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
 from ..runtime import ort
-from ..runtime.models import SynthesisInputs, VoiceModels
 from ..runtime.cache import ModelCache
+from ..runtime.models import SynthesisInputs, VoiceModels
 from ..store import VoiceFiles
 from ..text import Frontend, Phonemes
 from .settings import SynthesisSettings
@@ -39,7 +40,7 @@ class VoiceConfig:
     style_ids: dict[str, int]
 
     @classmethod
-    def from_json(cls, raw: dict[str, Any]) -> "VoiceConfig":
+    def from_json(cls, raw: dict[str, Any]) -> VoiceConfig:
         data = raw.get("data", {})
         styles = data.get("style2id") or {str(i): i for i in range(int(data.get("num_styles", 1)))}
         return cls(
@@ -119,7 +120,7 @@ class Voice:
         cache: ModelCache,
         threads: int | None = None,
         chunked: bool = True,
-    ) -> "Voice":
+    ) -> Voice:
         """The voice in `files` on ONNX Runtime, its models optimized through `cache`."""
         config = VoiceConfig.from_json(json.loads(files.config.read_text(encoding="utf-8")))
         if not config.jp_extra:  # before optimizing anything

@@ -18,6 +18,7 @@ import onnxruntime as ort
 
 from .cache import DECODER, FRONT, MANIFEST, WHOLE, sync_to_disk
 
+
 def _optimize(model: Path | bytes, out: Path) -> None:
     """Save ORT's fully optimized graph of `model` to `out`, weights in `out`.data."""
     options = ort.SessionOptions()
@@ -45,7 +46,9 @@ def _prepare_into(source: Path, out: Path, split: bool) -> None:
     else:
         _optimize(halves.front, out / f"{FRONT}.onnx")
         _optimize(halves.decoder, out / f"{DECODER}.onnx")
-        manifest.update(parts={FRONT: f"{FRONT}.onnx", DECODER: f"{DECODER}.onnx"}, latent=halves.latent, speaker=halves.speaker)
+        manifest.update(
+            parts={FRONT: f"{FRONT}.onnx", DECODER: f"{DECODER}.onnx"}, latent=halves.latent, speaker=halves.speaker
+        )
     manifest["files"] = {path.name: path.stat().st_size for path in sorted(out.iterdir())}
     for path in out.iterdir():
         sync_to_disk(path)
@@ -61,7 +64,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--split", action="store_true", help="cut a synthesizer into front and decoder first")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    ort.set_default_logger_severity(3)  # not the warning that an optimized model is hardware-specific: it is meant to be
+    ort.set_default_logger_severity(
+        3
+    )  # not the warning that an optimized model is hardware-specific: it is meant to be
     _prepare_into(args.source, args.out, args.split)
 
 

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import onnxruntime as ort
 
 from ..store import BertFiles, VoiceFiles
-from .models import SynthesisInputs, VoiceModels
 from .cache import DECODER, FRONT, WHOLE, ModelCache
+from .models import SynthesisInputs, VoiceModels
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
@@ -154,7 +155,9 @@ def load_bert(files: BertFiles, cache: ModelCache, threads: int | None) -> OrtBe
     return OrtBert(open_session(cache.prepare(files.onnx).parts[WHOLE], threads))
 
 
-def load_voice(files: VoiceFiles, cache: ModelCache, threads: int | None, chunked: bool = True) -> tuple[VoiceModels, str]:
+def load_voice(
+    files: VoiceFiles, cache: ModelCache, threads: int | None, chunked: bool = True
+) -> tuple[VoiceModels, str]:
     """The voice's models, and why its synthesizer could not be split ("" if it was or was not asked to be)."""
     synthesizer = cache.prepare(files.synthesizer, split=chunked)
     duration_predictor = (

@@ -59,7 +59,9 @@ def split_synthesizer(path: Path) -> SplitSynthesizer:
             graph.value_info.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
     try:
         extractor = Extractor(model)
-        front = extractor.extract_model([i.name for i in graph.input], [latent, speaker] + [o for o in outputs if o != "audio"])
+        front = extractor.extract_model(
+            [i.name for i in graph.input], [latent, speaker] + [o for o in outputs if o != "audio"]
+        )
         decoder = extractor.extract_model([latent, speaker], ["audio"])
     except Exception as err:  # a graph whose audio depends on more than z and g
         raise Unsplittable(f"the decoder does not depend on z and g alone ({err})") from err

@@ -44,7 +44,9 @@ def load_engine(config: ServerConfig, selection: VoiceSelection) -> tuple[Engine
         raise StartupError(str(err)) from err
     except Exception as err:  # ONNX Runtime refusing a file, e.g. a cache entry damaged in a crash
         cache = f"the model cache {config.cache_dir}" if config.cache_dir else "the model cache"
-        raise StartupError(f"Could not load the models: {err}\nIf this persists, delete {cache} and start again.") from err
+        raise StartupError(
+            f"Could not load the models: {err}\nIf this persists, delete {cache} and start again."
+        ) from err
     if not engine.voices:
         raise StartupError("No voice could be loaded from " + ", ".join(str(d) for d in data_dirs))
     if default_voice not in engine.voices:

@@ -75,13 +75,17 @@ def ensure_voices(config: ServerConfig) -> VoiceSelection:
             raise StartupError(str(absent))
         target = config.download_dir or data_dirs[0]
         wanted = [v for v in missing if v] or configured[:1]  # the BERT comes with any voice
-        _LOGGER.info("Not installed: %s; downloading into %s", ", ".join(v or "the shared BERT" for v in missing), target)
+        _LOGGER.info(
+            "Not installed: %s; downloading into %s", ", ".join(v or "the shared BERT" for v in missing), target
+        )
         from ..download import DownloadFailed, download_voices
 
         try:
             download_voices(wanted, target, repo=config.download_repo, revision=config.download_revision)
         except DownloadFailed as err:
-            raise StartupError(f"{err}\n(with no internet access, copy the files in by hand and use --no-download)") from err
+            raise StartupError(
+                f"{err}\n(with no internet access, copy the files in by hand and use --no-download)"
+            ) from err
     installed = installed_voices(data_dirs)
     if not installed:
         raise StartupError(

@@ -127,7 +127,9 @@ async def read_event(
                 extra = _loads(block)
             except ValueError as err:
                 await _discard(reader, payload_length)
-                return BadEvent("bad-request", f"Event {event_type!r}: data block is not usable JSON ({err})", event_type)
+                return BadEvent(
+                    "bad-request", f"Event {event_type!r}: data block is not usable JSON ({err})", event_type
+                )
             if not isinstance(extra, dict):
                 await _discard(reader, payload_length)
                 return BadEvent("bad-request", f"Event {event_type!r}: data block is not a JSON object", event_type)

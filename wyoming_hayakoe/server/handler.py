@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from wyoming.event import Event, async_write_event
 from wyoming.info import Describe
@@ -210,7 +210,9 @@ class HayakoeHandler:
 
         self._respond(send)
 
-    async def _end(self, label: str, out: AudioOut | None, error: RequestError | None, stream: Stream | None = None) -> None:
+    async def _end(
+        self, label: str, out: AudioOut | None, error: RequestError | None, stream: Stream | None = None
+    ) -> None:
         """How every synthesis request ends: its last events, always in this order.
 
         1. `error`, if the request failed. It goes out *before* the
@@ -252,8 +254,11 @@ class HayakoeHandler:
         if bad.code == "too-large" and bad.type in ("synthesize", "synthesize-chunk"):
             if stream is not None and bad.type == "synthesize":
                 return  # the duplicate of a stream's text: ignored anyway
-            error = RequestError(Codes.TEXT_TOO_LONG, f"Text is too long ({bad.text}); the limit is "
-                                 f"{self.service.options.max_text_length} characters (--max-text-length)")
+            error = RequestError(
+                Codes.TEXT_TOO_LONG,
+                f"Text is too long ({bad.text}); the limit is "
+                f"{self.service.options.max_text_length} characters (--max-text-length)",
+            )
         else:
             error = RequestError(Codes.BAD_REQUEST, bad.text)
         if stream is not None and bad.type in ("synthesize-chunk", "synthesize-stop", "synthesize-start"):
@@ -308,7 +313,9 @@ class HayakoeHandler:
         self._lanes.add(lane)
         self._respond(lambda: self._speak_text(lane, label, text, voice_name, settings), lane)
 
-    async def _speak_text(self, lane: Lane, label: str, text: str, voice_name: str, settings: SynthesisSettings) -> None:
+    async def _speak_text(
+        self, lane: Lane, label: str, text: str, voice_name: str, settings: SynthesisSettings
+    ) -> None:
         engine = self.service.engine
         speech = Speech(engine, voice_name, settings, label)
         out = AudioOut(self.write_event, speech.voice.sample_rate, self.service.options.samples_per_chunk)
@@ -410,6 +417,11 @@ def _log_done(label: str, voice: str, chars: int, speech: Speech, out: AudioOut)
     result = speech.result
     _LOGGER.info(
         "%s: %s, %d chars, %d sentences → %.2f s audio in %.2f s (first audio after %.2f s)",
-        label, voice, chars, result.sentences, out.seconds,
-        time.monotonic() - speech.created, result.first_audio or 0.0,
+        label,
+        voice,
+        chars,
+        result.sentences,
+        out.seconds,
+        time.monotonic() - speech.created,
+        result.first_audio or 0.0,
     )

@@ -17,8 +17,8 @@ name.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from wyoming.info import Attribution, Info, TtsProgram, TtsVoice, TtsVoiceSpeaker
 
@@ -28,7 +28,9 @@ from ..store import InvalidVoiceName, check_voice_name
 PROGRAM_NAME = "hayakoe"
 STYLE_SEPARATOR = ":"
 
-PROGRAM_ATTRIBUTION = Attribution(name="HayaKoe (Style-Bert-VITS2 JP-Extra)", url="https://github.com/LemonDouble/hayakoe")
+PROGRAM_ATTRIBUTION = Attribution(
+    name="HayaKoe (Style-Bert-VITS2 JP-Extra)", url="https://github.com/LemonDouble/hayakoe"
+)
 PROGRAM_DESCRIPTION = "Japanese text to speech with HayaKoe (Style-Bert-VITS2 JP-Extra) voices on ONNX Runtime"
 
 JVNV = Attribution(

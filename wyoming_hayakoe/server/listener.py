@@ -7,13 +7,15 @@ import logging
 import os
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 from urllib.parse import urlparse
 
 from .config import StartupError
 
 _LOGGER = logging.getLogger(__name__)
+
 
 class ConnectionHandler(Protocol):
     """Serves one connection until it ends (`run`), or until the server stops it (`stop`)."""

@@ -44,7 +44,7 @@ def voice_of(data: dict[str, Any]) -> SynthesizeVoice | None:
     if raw is None:
         return None
     if not isinstance(raw, dict):
-        raise RequestError(Codes.BAD_REQUEST, "'voice' must be an object like {\"name\": ..., \"speaker\": ...}")
+        raise RequestError(Codes.BAD_REQUEST, '\'voice\' must be an object like {"name": ..., "speaker": ...}')
     for key in ("name", "speaker", "language"):
         if raw.get(key) is not None and not isinstance(raw[key], str):
             raise RequestError(Codes.BAD_REQUEST, f"'voice.{key}' must be a string")
@@ -56,7 +56,6 @@ def text_of(data: dict[str, Any], event_type: str) -> str:
     if not isinstance(text, str):
         raise RequestError(Codes.BAD_REQUEST, f"'{event_type}' needs a 'text' string")
     return text
-
 
 
 def nothing_spoken(result: SpeechResult) -> RequestError | None:

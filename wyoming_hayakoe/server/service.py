@@ -34,7 +34,9 @@ class ServerOptions:
 class Service:
     """What every connection shares: engine, scheduler, options and the Info answer."""
 
-    def __init__(self, engine: Engine, scheduler: Scheduler, options: ServerOptions, cards: dict[str, VoiceCard]) -> None:
+    def __init__(
+        self, engine: Engine, scheduler: Scheduler, options: ServerOptions, cards: dict[str, VoiceCard]
+    ) -> None:
         self.engine = engine
         self.scheduler = scheduler
         self.options = options

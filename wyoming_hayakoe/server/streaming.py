@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 from ..engine.speech import Speech
 from ..text.rewrite import SentenceStream, safe_to_split

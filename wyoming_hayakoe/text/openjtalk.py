@@ -142,7 +142,9 @@ def check_dictionary_source(csv_text: str) -> None:
         if len(line.encode("utf-8")) > MAX_DICTIONARY_LINE_BYTES:
             raise UserDictionaryError(f"user dictionary line {number} is longer than {MAX_DICTIONARY_LINE_BYTES} bytes")
         if any(len(field.encode("utf-8")) > MAX_DICTIONARY_FIELD_BYTES for field in line.split(",")):
-            raise UserDictionaryError(f"user dictionary line {number} has a field longer than {MAX_DICTIONARY_FIELD_BYTES} bytes")
+            raise UserDictionaryError(
+                f"user dictionary line {number} has a field longer than {MAX_DICTIONARY_FIELD_BYTES} bytes"
+            )
 
 
 def compile_user_dictionary(csv_path: Path, dic_path: Path) -> None:

@@ -238,7 +238,9 @@ def load_user_dictionary(path: str | Path) -> UserDictionary:
     except FileNotFoundError:
         raise UserDictionaryError(f"user dictionary {str(path)!r} does not exist") from None
     except UnicodeDecodeError as exc:
-        raise UserDictionaryError(f"user dictionary {str(path)!r} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise UserDictionaryError(
+            f"user dictionary {str(path)!r} is not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
     except OSError as exc:
         raise UserDictionaryError(f"cannot read user dictionary {str(path)!r}: {exc.strerror or exc}") from None
     return parse_user_dictionary(text, str(path))

@@ -105,9 +105,7 @@ class Frontend:
         bert_text = res.bert_text
         if len(word2ph) != len(bert_text) + 2:
             # BERT features could not be aligned with the text.
-            raise UnpronounceableText(
-                f"the BERT tokenizer does not give one token per character of {bert_text!r}"
-            )
+            raise UnpronounceableText(f"the BERT tokenizer does not give one token per character of {bert_text!r}")
         return Phonemes(
             norm_text=norm_text,
             bert_text=bert_text,

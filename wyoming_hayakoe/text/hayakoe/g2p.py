@@ -194,9 +194,7 @@ def _split_words(norm_text: str, features: Sequence[dict[str, Any]]) -> tuple[li
             if all(ch in PUNCTUATION_SET for ch in word):
                 reading = word
             else:
-                logger.warning(
-                    "Cannot read %r in %r; voicing it as a pause (')", word, norm_text
-                )
+                logger.warning("Cannot read %r in %r; voicing it as a pause (')", word, norm_text)
                 reading = "'" * len(word)
         elif reading == "？":
             if word != "?":
@@ -245,8 +243,7 @@ def _align(word_phones: Sequence[str], accent: Sequence[tuple[str, int]]) -> lis
             out.append((phone, 0))
         else:
             raise UnpronounceableText(
-                f"phone {phone!r} does not match the accent analysis "
-                f"(expected {accent[cursor][0]!r})"
+                f"phone {phone!r} does not match the accent analysis (expected {accent[cursor][0]!r})"
             )
     return out
 
@@ -308,5 +305,6 @@ def analyze(norm_text: str, tokenize: Tokenize, *, use_jp_extra: bool = True) ->
     if not use_jp_extra:
         phones = ["n" if p == "N" else p for p in phones]
     return G2PResult(phones=phones, tones=tones, word2ph=word2ph, words=words)
+
 
 __all__ = ["G2PResult", "analyze"]

@@ -61,7 +61,7 @@ _HYPHEN_VARIANTS = (
     "\u2e3a"  # two-em dash
     "\u2e3b"  # three-em dash
 )
-_QUOTE_LIKE = "\u201c\u201d\"\u2018\u2019（）()《》【】[]「」"
+_QUOTE_LIKE = '\u201c\u201d"\u2018\u2019（）()《》【】[]「」'
 _COMMA_LIKE = "：；，·・、"
 _PERIOD_LIKE = "。．\n$"
 
@@ -81,9 +81,7 @@ def _punctuation_table() -> dict[str, str]:
 #: Punctuation (single characters and a few sequences) → replacement.
 PUNCTUATION_MAP: dict[str, str] = _punctuation_table()
 # Longest keys first so that "・・・" wins over "・".
-_PUNCTUATION_RE = re.compile(
-    "|".join(re.escape(k) for k in sorted(PUNCTUATION_MAP, key=len, reverse=True))
-)
+_PUNCTUATION_RE = re.compile("|".join(re.escape(k) for k in sorted(PUNCTUATION_MAP, key=len, reverse=True)))
 
 # Characters OpenJTalk can read, plus our punctuation; everything else goes.
 _KEEP_RANGES = (
@@ -96,9 +94,7 @@ _KEEP_RANGES = (
     "\uff21-\uff3a\uff41-\uff5a"  # full-width Latin
     "\u0370-\u03ff\u1f00-\u1fff"  # Greek and extended Greek
 )
-_UNREADABLE_RE = re.compile(
-    "[^" + _KEEP_RANGES + "".join(re.escape(p) for p in PUNCTUATIONS) + "]+"
-)
+_UNREADABLE_RE = re.compile("[^" + _KEEP_RANGES + "".join(re.escape(p) for p in PUNCTUATIONS) + "]+")
 
 
 def replace_punctuation(text: str) -> str:
@@ -114,6 +110,8 @@ def replace_punctuation(text: str) -> str:
 # --- English words --------------------------------------------------------
 
 _LATIN_WORD_RE = re.compile(r"[A-Za-z]+")
+
+
 def replace_english_words(text: str, keep_words: Iterable[str] = ()) -> str:
     """Replace Latin words OpenJTalk knows with their katakana reading.
 

@@ -188,6 +188,7 @@ _LATIN_WORD_RE = re.compile(r"[A-Za-z]+(?:[-'’][A-Za-z]+)*")
 
 def sub_english(text: str, english: EnglishReader) -> str:
     """Latin words in katakana (English weekday names in Japanese)."""
+
     def word(m: re.Match[str]) -> str:
         w = m.group(0).replace("’", "'")
         weekday = _WEEKDAYS_EN.get(w.lower().rstrip("."))

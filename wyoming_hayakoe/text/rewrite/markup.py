@@ -94,7 +94,12 @@ def strip_markdown(text: str) -> str:
     text = _BULLET_RE.sub("", text)
     text = _NUMBERED_RE.sub(lambda m: spell_integer(int(m.group(1))) + "、", text)
     # Table rows: | a | b | → a、b
-    text = re.sub(r"^[ \t]*\|(.*)\|[ \t]*$", lambda m: "、".join(c.strip() for c in m.group(1).split("|") if c.strip()), text, flags=re.MULTILINE)
+    text = re.sub(
+        r"^[ \t]*\|(.*)\|[ \t]*$",
+        lambda m: "、".join(c.strip() for c in m.group(1).split("|") if c.strip()),
+        text,
+        flags=re.MULTILINE,
+    )
     for pattern in _EMPHASIS_RES:
         text = pattern.sub(r"\1", text)
     return text

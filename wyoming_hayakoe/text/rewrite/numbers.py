@@ -102,4 +102,12 @@ def number_words(text: str) -> str:
     return spell_number(integer, fraction or None)
 
 
-__all__ = ["MAX_NUMBER_DIGITS", "MAX_SPELLED", "number_words", "roman_to_arabic", "spell_digits", "spell_integer", "spell_number"]
+__all__ = [
+    "MAX_NUMBER_DIGITS",
+    "MAX_SPELLED",
+    "number_words",
+    "roman_to_arabic",
+    "spell_digits",
+    "spell_integer",
+    "spell_number",
+]

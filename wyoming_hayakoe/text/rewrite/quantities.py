@@ -59,14 +59,18 @@ _QUANTITY_RE = re.compile(
     r"(?:[ \t]?(?P<unit>" + _UNIT_ALTERNATION + r")(?![A-Za-z0-9]))?"
     r"(?:(?P<nth>st|nd|rd|th)(?![A-Za-z]))?"
 )
-_RANGE_DASH_RE = re.compile(r"(?<![\d.,-])(\d{1,5}(?:\.\d+)?)([^\d\s\-–—〜~～]{0,4}?)[ \t]*[-–—][ \t]*(?=\d{1,5}(?:\.\d+)?(?![\d-]))")
+_RANGE_DASH_RE = re.compile(
+    r"(?<![\d.,-])(\d{1,5}(?:\.\d+)?)([^\d\s\-–—〜~～]{0,4}?)[ \t]*[-–—][ \t]*(?=\d{1,5}(?:\.\d+)?(?![\d-]))"
+)
 _WAVE_RANGE_RE = re.compile(r"(?<=[0-9A-Za-z%°時分秒日月年度円個回人階℃])[ \t]*[〜~～][ \t]*(?=[-−+]?\d|[¥$€£])")
 _WAVE_AFTER_NUMBER_RE = re.compile(r"(?:(?<=\d)|(?<=\d[時分秒日月年度円個回人階%]))[ \t]*[〜~～](?![〜~～])")
 _PHONE_RE = re.compile(r"(?<![\d.])(?:〒[ \t]*)?0\d{1,4}-\d{1,4}-\d{3,4}(?![\d-])|(?<=〒)[ \t]*\d{3}-\d{4}")
 _DOTTED_RE = re.compile(r"(?<![\d.])\d+(?:\.\d+){2,}(?![\d.])")
 # 5-3=2, 10÷2=5, √2: arithmetic read out.
 _ARITHMETIC = {"-": "ひく", "÷": "わる", "=": "イコール", "√": "ルート"}
-_ARITHMETIC_RE = re.compile(r"(?<=\d)[ \t]*([-÷])[ \t]*(?=\d+(?:\.\d+)?[ \t]*=)|(?<=\d)[ \t]*(=)[ \t]*(?=[-−]?\d)|(√)(?=\d)")
+_ARITHMETIC_RE = re.compile(
+    r"(?<=\d)[ \t]*([-÷])[ \t]*(?=\d+(?:\.\d+)?[ \t]*=)|(?<=\d)[ \t]*(=)[ \t]*(?=[-−]?\d)|(√)(?=\d)"
+)
 _TIMES_RE = re.compile(r"(?<=\d)[ \t]*[x×][ \t]*(?=\d)")
 # 卵 x 2, 電池×4: so many pieces.
 _PIECES_RE = re.compile(r"(?<=[\u3040-\u30ff\u4e00-\u9fff])[ \t]*[x×][ \t]*(\d{1,3})(?![\d.])")
@@ -74,7 +78,12 @@ _FRACTION_COUNTER_RE = re.compile(r"(\d+)分の(\d+)")
 _COUNTER_FIXES = (
     # (regex on the digits and the counter, replacement builder)
     # 9分 くぶ, 10分 じゅうぶん; OpenJTalk gets 十分後 and 十分間 right.
-    (re.compile(r"(?<![\d.,])(9|10)分(後|間)?"), lambda m: ("十分" if m.group(1) == "10" and m.group(2) else spell_minutes(int(m.group(1)))) + (m.group(2) or "")),
+    (
+        re.compile(r"(?<![\d.,])(9|10)分(後|間)?"),
+        lambda m: (
+            ("十分" if m.group(1) == "10" and m.group(2) else spell_minutes(int(m.group(1)))) + (m.group(2) or "")
+        ),
+    ),
     # 三件 さんげん, 三千件 さんぜんげん.
     (re.compile(r"(?<![\d.,])(\d{1,16})件"), lambda m: _ken(int(m.group(1)))),
     (re.compile(r"(?<![\d.,])1箱"), lambda m: "ひと箱"),

@@ -59,7 +59,9 @@ class HomeAssistantReader:
         )
         self._keep_re = (
             re.compile(
-                r"(?<![A-Za-z])(?:" + "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in self.keep_words) + r")(?![A-Za-z])"
+                r"(?<![A-Za-z])(?:"
+                + "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in self.keep_words)
+                + r")(?![A-Za-z])"
             )
             if self.keep_words
             else None
@@ -94,9 +96,7 @@ class HomeAssistantReader:
         text = sub_japanese(text)
         text = sub_symbols(text)
         if kept:
-            text = re.sub(
-                "[\U000f0000-\U000fffff]", lambda m: kept[ord(m.group(0)) - _PLACEHOLDER_BASE], text
-            )
+            text = re.sub("[\U000f0000-\U000fffff]", lambda m: kept[ord(m.group(0)) - _PLACEHOLDER_BASE], text)
         return text.strip(" \t")
 
     def _phrase(self, m: re.Match[str]) -> str:

@@ -58,13 +58,15 @@ _ISO_DATETIME_RE = re.compile(
     r"(?<![\d.])(\d{4})([-/])(\d{1,2})\2(\d{1,2})(?:[T ](\d{1,2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?![\d.])"
 )
 _MONTH_DAY_RE = re.compile(r"(?<![\d./:,])(\d{1,2})/(\d{1,2})(?![\d/]|\.\d)")
-_WEEKDAY_PAREN_RE = re.compile(r"(?<=日)[ \t]*[(（][ \t]*([" + _WEEKDAY_JA + r"])(?:曜日?)?[ \t]*(?:・[ \t]*祝[ \t]*)?[)）]")
-_HOLIDAY_PAREN_RE = re.compile(r"(?<=日)[ \t]*[(（][ \t]*祝日?[ \t]*[)）]")
-_DURATION_CONTEXT = r"(?:残り|あと|残り時間|経過|経過時間|所要時間|期間|稼働時間|タイマー|継続時間)[ \t]*(?:は|:|：)?[ \t]*"
-_DURATION_CLOCK_RE = re.compile(_DURATION_CONTEXT.join(("(", ")")) + r"(\d{1,3}):(\d{2})(?::(\d{2}))?(?![\d:])")
-_CLOCK_RE = re.compile(
-    r"(?<![\d:.])(\d{1,2}):(\d{2})(?::(\d{2}))?(?![\d:])(?:[ \t]*([AaPp])\.?[Mm]\.?(?![A-Za-z]))?"
+_WEEKDAY_PAREN_RE = re.compile(
+    r"(?<=日)[ \t]*[(（][ \t]*([" + _WEEKDAY_JA + r"])(?:曜日?)?[ \t]*(?:・[ \t]*祝[ \t]*)?[)）]"
 )
+_HOLIDAY_PAREN_RE = re.compile(r"(?<=日)[ \t]*[(（][ \t]*祝日?[ \t]*[)）]")
+_DURATION_CONTEXT = (
+    r"(?:残り|あと|残り時間|経過|経過時間|所要時間|期間|稼働時間|タイマー|継続時間)[ \t]*(?:は|:|：)?[ \t]*"
+)
+_DURATION_CLOCK_RE = re.compile(_DURATION_CONTEXT.join(("(", ")")) + r"(\d{1,3}):(\d{2})(?::(\d{2}))?(?![\d:])")
+_CLOCK_RE = re.compile(r"(?<![\d:.])(\d{1,2}):(\d{2})(?::(\d{2}))?(?![\d:])(?:[ \t]*([AaPp])\.?[Mm]\.?(?![A-Za-z]))?")
 _HOUR_MERIDIEM_RE = re.compile(r"(?<![\d:.])(\d{1,2})[ \t]*([AaPp])\.?[Mm]\.?(?![A-Za-z])")
 # Shelly Plus 1PM, Shelly 2PM Gen3: after a brand name (a word of the table
 # and up to two more capitalised words), 1PM is a model, not a clock time.
@@ -75,7 +77,9 @@ _HMS_RE = re.compile(
 _EN_DATE_RE = re.compile(
     r"\b(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.?[ \t]+(\d{1,2})(?:st|nd|rd|th)?(?:,?[ \t]+(\d{4}))?\b"
 )
-_EN_MONTHS = {m: i for i, m in enumerate(["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], 1)}
+_EN_MONTHS = {
+    m: i for i, m in enumerate(["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], 1)
+}
 _EN_MONTHS["sept"] = 9
 
 
