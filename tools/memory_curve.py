@@ -11,7 +11,7 @@ for each text kind and length, each of
 * `decoder`: every decoder slice of the latent the front made of it,
 * `durations`: the duration predictor over it in one run, as the pause pass
   over a whole text (`Engine.boundary_pauses`) would be without limits,
-* `request`: the text through `Engine.synthesize`, with every limit applied,
+* `request`: the text through `speech.synthesize` (the engine with every limit applied),
 
 runs in a fresh child process that loads the engine with one voice and warms
 it up as the server does. The child resets its peak (VmHWM, through
@@ -35,10 +35,12 @@ so an unbounded run cannot take the machine down.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -144,14 +146,20 @@ def _prepare(engine, voice, model: str, text: str, settings, info: dict[str, int
 def measure(models: Path, voice_name: str, cache_dir: Path, model: str, kind: str, chars: int) -> dict:
     """One measurement in this process, which should be fresh: RSS in MiB and the sizes the run saw."""
     from wyoming_hayakoe.engine.engine import Engine
+    from wyoming_hayakoe.engine.speech import warm_up
 
     engine = Engine.load([models], voices=[voice_name], cache_dir=cache_dir)
-    engine.warm_up()
+    warm_up(engine)
     voice = engine.voice(voice_name)
     idle = _status_mib()
     info: dict[str, int] = {}
     run = _prepare(
-        engine, voice, model, text_for(kind, chars, model), settings_for(kind).with_style(voice.styles[0]), info
+        engine,
+        voice,
+        model,
+        text_for(kind, chars, model),
+        dataclasses.replace(settings_for(kind), style=voice.styles[0]),
+        info,
     )
     before = _status_mib()["VmRSS"]
     _reset_peak()
@@ -206,7 +214,8 @@ def run_child(args: argparse.Namespace, model: str, kind: str, chars: int) -> di
         "--cache-dir",
         str(args.cache_dir),
     ]
-    child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    errors = tempfile.TemporaryFile(mode="w+")  # the child's last words, if it fails
+    child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=errors, text=True)
     deadline = time.monotonic() + args.timeout
     error = ""
     while child.poll() is None and not error:
@@ -221,7 +230,9 @@ def run_child(args: argparse.Namespace, model: str, kind: str, chars: int) -> di
         child.kill()
     out = child.communicate()[0]
     if error or child.returncode != 0:
-        return {"error": error or f"exit code {child.returncode}"}
+        errors.seek(0)
+        last = [line for line in errors.read().splitlines() if line.strip()][-1:]
+        return {"error": error or f"exit code {child.returncode}: {' '.join(last)}"}
     return json.loads(out.strip().splitlines()[-1])
 
 
