@@ -166,10 +166,6 @@ class Listener:
         else:
             await asyncio.Event().wait()
 
-    @property
-    def connections(self) -> int:
-        return len(self._handlers)
-
     async def stop(self, timeout: float = 5.0) -> None:
         """Stop accepting, end every connection (each ends its requests with shutting-down)."""
         for server in self._servers:
