@@ -1,1 +1,1 @@
-"""The Wyoming server: protocol handler, Info, scheduler, sentence streaming, zeroconf, health check."""
+"""The Wyoming server: connections, the protocol handler, Info, zeroconf, the health check."""
