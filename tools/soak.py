@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import random
 import socket
@@ -28,7 +27,7 @@ from pathlib import Path
 from wyoming.audio import AudioStop
 from wyoming.client import AsyncTcpClient
 from wyoming.error import Error
-from wyoming.event import Event
+from wyoming.event import Event, async_read_event
 from wyoming.info import Describe, Info
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped, SynthesizeVoice
 
@@ -39,7 +38,7 @@ TEXTS = {
     "short": "こんにちは。",
     "briefing": "おはようございます。現在の気温は23.5°Cで、湿度は60%です。今日の予定は3件あります。",
     "markup": "**注意**: `sensor.living_room` が 🔥 です! 詳しくは https://example.com を見てね",
-    "runaway": "ha" * 1500,
+    "runaway": "ha" * 250,  # past the 40-letter rule; the 3,000 letters are minutes of audio
     "kana-run": "ア" * 1000,
     "nothing": "。。。",
 }
@@ -72,9 +71,11 @@ async def exchange(port: int, kind: str, voice: str, timeout: float) -> str:
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
             writer.write(RAW_LINES[kind])
             await writer.drain()
-            line = await reader.readline()
+            event = await async_read_event(reader)
             writer.close()
-            return "error " + json.loads(line).get("data", {}).get("code", "?") if line else "closed"
+            if event is None:
+                return "closed"
+            return "error " + str(Error.from_event(event).code) if Error.is_type(event.type) else event.type
         async with AsyncTcpClient("127.0.0.1", port) as client:
             if kind == "describe":
                 await client.write_event(Describe().event())
