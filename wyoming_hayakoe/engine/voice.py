@@ -29,6 +29,11 @@ class UnsupportedVoice(ValueError):
     """A model this engine cannot run (not Style-Bert-VITS2 JP-Extra)."""
 
 
+def _require_jp_extra(name: str, config: VoiceConfig) -> None:
+    if not config.jp_extra:
+        raise UnsupportedVoice(f"Voice {name!r} is not a JP-Extra model; only JP-Extra voices are supported")
+
+
 @dataclass(frozen=True)
 class VoiceConfig:
     """The parts of a Style-Bert-VITS2 config.json the ONNX path reads."""
@@ -102,8 +107,7 @@ class Voice:
         origin: str = "",
     ) -> None:
         """`origin`: where the voice came from, for the log."""
-        if not config.jp_extra:
-            raise UnsupportedVoice(f"Voice {name!r} is not a JP-Extra model; only JP-Extra voices are supported")
+        _require_jp_extra(name, config)
         self.name = name
         self.origin = origin
         self.config = config
@@ -123,8 +127,7 @@ class Voice:
     ) -> Voice:
         """The voice in `files` on ONNX Runtime, its models optimized through `cache`."""
         config = VoiceConfig.from_json(json.loads(files.config.read_text(encoding="utf-8")))
-        if not config.jp_extra:  # before optimizing anything
-            raise UnsupportedVoice(f"Voice {files.name!r} is not a JP-Extra model; only JP-Extra voices are supported")
+        _require_jp_extra(files.name, config)  # before optimizing anything
         models, unsplit_reason = ort.load_voice(files, cache, threads, chunked)
         if unsplit_reason:
             _LOGGER.warning("%s cannot be split (%s): audio comes per sentence", files.synthesizer, unsplit_reason)
