@@ -6,12 +6,12 @@ import dataclasses
 import io
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile
+from decoders import SlowDecoder
 
 from wyoming_hayakoe.engine.engine import Engine, UnknownVoice, bounded_sentences
 from wyoming_hayakoe.engine.pauses import MIN_PAUSE_SECONDS, gap_samples, trailing_silence
@@ -20,7 +20,6 @@ from wyoming_hayakoe.engine.speech import synthesize
 from wyoming_hayakoe.engine.voice import DECODE_MAX_FRAMES, UnknownStyle, Voice, decode_plan
 from wyoming_hayakoe.runtime import ort
 from wyoming_hayakoe.runtime.cache import ModelCache
-from wyoming_hayakoe.runtime.models import Decoder
 from wyoming_hayakoe.store import InvalidVoiceName, MissingModelFiles, find_voice
 
 VOICE = "standin-a"
@@ -74,19 +73,6 @@ def test_small_slices_only_when_little_audio_is_ahead_of_the_listener(engine: En
     assert len(after_short) == len(short) + len(first)
 
 
-class SlowerThanPlayback:
-    """A decoder that takes 1.5 times as long as the audio it makes, like a Raspberry Pi's."""
-
-    def __init__(self, decoder: Decoder, rate: int) -> None:
-        self.decoder, self.rate = decoder, rate
-
-    def decode(self, z: np.ndarray, g: np.ndarray) -> np.ndarray:
-        began = time.perf_counter()
-        audio = self.decoder.decode(z, g)
-        time.sleep(max(0.0, 1.5 * audio.size / self.rate - (time.perf_counter() - began)))
-        return audio
-
-
 def test_a_decoder_slower_than_playback_starts_quickly_only_once(engine: Engine, monkeypatch) -> None:
     """Where the listener waits at every sentence anyway, later sentences skip the extra cuts."""
     voice = engine.voice(VOICE)
@@ -95,12 +81,12 @@ def test_a_decoder_slower_than_playback_starts_quickly_only_once(engine: Engine,
     frames = sum(len(piece) for piece in synthesize(engine, sentence, VOICE, QUIET)) // hop
     assert voice.decoder_keeps_up and len(decode_plan(frames)) > len(decode_plan(frames, quick_start=False))
     assert voice.models.decoder is not None
-    slow = SlowerThanPlayback(voice.models.decoder, voice.sample_rate)
+    slow = SlowDecoder(voice.models.decoder, voice.sample_rate, 1.5)  # 1.5 s per second of audio
     monkeypatch.setattr(voice, "models", dataclasses.replace(voice.models, decoder=slow))
     monkeypatch.setattr(voice, "decode_factor", None)
-    pieces = list(synthesize(engine, sentence + sentence, VOICE, QUIET))
+    list(synthesize(engine, sentence + sentence, VOICE, QUIET))
     assert not voice.decoder_keeps_up
-    assert len(pieces) == len(decode_plan(frames)) + len(decode_plan(frames, quick_start=False))
+    assert slow.calls == len(decode_plan(frames)) + len(decode_plan(frames, quick_start=False))
 
 
 @pytest.mark.parametrize("text", ["はい。", LONG, "明日の朝七時にアラームをセットしました。"])

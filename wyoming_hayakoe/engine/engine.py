@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
 
 from ..runtime.cache import ModelCache
 from ..store import find_bert, find_voice, installed_voices
@@ -18,7 +16,7 @@ from .bert import BertEncoder
 from .limits import fits_one_pass
 from .pauses import BoundaryPause
 from .settings import SynthesisSettings
-from .voice import Voice
+from .voice import SentenceAudio, Voice
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -117,7 +115,7 @@ class Engine:
         settings: SynthesisSettings,
         quick_start: bool = True,
         phonemes: Phonemes | None = None,
-    ) -> Iterator[np.ndarray]:
+    ) -> SentenceAudio:
         """float audio for one sentence, in pieces: frontend (unless its `phonemes` are given) → BERT → synthesizer."""
         if phonemes is None:
             phonemes = voice.frontend.phonemize(sentence)

@@ -6,6 +6,7 @@ generator of int16 pieces whose every `next()` is one unit of model work
 (the rewrite, frontend, BERT and synthesizer front with the first decoded
 slice; then one slice each), and `play` moves them to an `AudioSink`,
 running each step where the caller says (a worker's lane, or right here).
+A step whose audio is held back (see `Speech._speak_part`) yields an empty piece.
 
 A sentence the frontend cannot read is skipped and counted; the request
 fails only if nothing at all could be spoken (`SpeechResult.failure`).
@@ -28,6 +29,7 @@ from .engine import Engine
 from .limits import fitting_parts
 from .pauses import MIN_PAUSE_SECONDS, BoundaryPause, gap_samples, trailing_silence
 from .settings import SynthesisSettings
+from .voice import DecodeSlice
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -37,6 +39,10 @@ T = TypeVar("T")
 # first (see decode_plan) only if the decoder keeps up with playback and less
 # than this much of the request's audio is still ahead of the listener.
 QUICK_START_UNLESS_AHEAD_S = 1.0
+# A sentence's audio is held back until its rest is predicted to arrive in time
+# with decoding this many times slower than measured (the measure is smoothed,
+# and other work on the machine can slow the next slices down).
+HOLD_MARGIN = 1.25
 
 
 class AudioSink(Protocol):
@@ -101,8 +107,9 @@ class Speech:
         self._stream_rewrite = engine.reader.stream()
         self._previous_text: str | None = None
         self._previous_audio: np.ndarray | None = None
-        self._started: float | None = None  # when the first audio went out
-        self._samples_out = 0
+        # When a listener who started playing at the first piece will have heard every piece out so far
+        # (playback waits whenever the next piece is late); None until the first piece.
+        self._heard_by: float | None = None
 
     # -- what a front end calls ----------------------------------------------------
 
@@ -166,37 +173,76 @@ class Speech:
             yield from fitting_parts(bounded, self.voice.frontend.phonemize, self.settings)
 
     def _speak_part(self, sentence: str, phonemes: Phonemes, pause: float | None) -> Iterator[np.ndarray]:
+        """The audio of one part (one front pass), held back until the rest of it will arrive in time.
+
+        On a machine that decodes slower than playback (a Raspberry Pi), a
+        part sent as soon as its first slice is decoded makes the listener
+        wait mid-word for every later slice. Held until the slices still to
+        decode will arrive before playback reaches them (the audio the
+        listener still has from earlier sentences counts), the part plays
+        through and the wait falls before it, where it sounds like a pause.
+        A step that holds yields an empty piece, so every step stays one unit
+        of model work; at most one part, one front pass, is held.
+        Exempt is the request's first audio where the decoder keeps up (or is
+        not measured yet): it goes out at once, as the quick start means.
+        """
         pieces: list[np.ndarray] = []
-        quick = self._quick_start()
-        for piece in self.engine.render_sentence(self.voice, sentence, self.settings, quick, phonemes):
-            out = piece
+        held: list[np.ndarray] = []  # decoded, not yet out; the silence before the part comes first
+        out = False
+        audio = self.engine.render_sentence(self.voice, sentence, self.settings, self._quick_start(), phonemes)
+        for piece in audio:
             if not pieces and self._previous_audio is not None:
-                out = np.concatenate([np.zeros(self._silence_before(sentence, pause), dtype=np.float32), piece])
+                held.append(np.zeros(self._silence_before(sentence, pause), dtype=np.float32))
             pieces.append(piece)
-            if self._started is None:
-                self._started = time.monotonic()
-            self._samples_out += len(out)
-            yield to_pcm16(out)
+            held.append(piece)
+            out = out or self._may_start(sum(len(p) for p in held), audio.rest)
+            if out:
+                yield self._release(np.concatenate(held))
+                held.clear()
+            else:
+                yield np.zeros(0, dtype=np.int16)
         self._previous_text = sentence
         self._previous_audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
         give_back_heap()  # what this part's runs freed, before the next part or request
 
+    def _may_start(self, held_samples: int, rest: tuple[DecodeSlice, ...]) -> bool:
+        """Whether a part may start playing now: each slice still to decode arrives before playback needs it."""
+        factor = self.voice.decode_factor
+        if factor is None or (self._heard_by is None and self.voice.decoder_keeps_up):
+            return True
+        rate = self.voice.sample_rate
+        playable = self._audio_ahead() + held_samples / rate  # the listener's audio once this goes out
+        decoding = 0.0
+        for later in rest:
+            decoding += HOLD_MARGIN * factor * later.decoded / rate
+            if decoding > playable:
+                return False
+            playable += later.audio / rate
+        return True
+
+    def _release(self, audio: np.ndarray) -> np.ndarray:
+        """`audio` as it goes out, counted for the listener's playback."""
+        now = time.monotonic()
+        self._heard_by = max(self._heard_by or now, now) + len(audio) / self.voice.sample_rate
+        return to_pcm16(audio)
+
     def _audio_ahead(self) -> float:
-        """Seconds of audio sent but not yet heard, if playback began with the first piece."""
-        if self._started is None:
+        """Seconds of audio out but not yet heard by a listener who started playing at the first piece."""
+        if self._heard_by is None:
             return 0.0
-        return self._samples_out / self.voice.sample_rate - (time.monotonic() - self._started)
+        return max(0.0, self._heard_by - time.monotonic())
 
     def _quick_start(self) -> bool:
         """Small first slices, which cost extra decoding, only where they shorten a wait.
 
-        Always for the request's first audio. Later, only when the listener
-        would otherwise run out of audio on a machine that decodes faster
-        than it plays; on a slower one (a Raspberry Pi) the listener waits
-        at every sentence anyway, and extra cuts would only add to it.
+        For the request's first audio, unless the decoder is known to be
+        slower than playback: there the part is held back anyway (see
+        `_speak_part`), and extra cuts would only make the wait longer.
+        Later, only when the listener would otherwise run out of audio on a
+        machine that decodes faster than it plays.
         """
-        if self._started is None:
-            return True
+        if self._heard_by is None:
+            return self.voice.decode_factor is None or self.voice.decoder_keeps_up
         return self.voice.decoder_keeps_up and self._audio_ahead() < QUICK_START_UNLESS_AHEAD_S
 
     def _silence_before(self, sentence: str, pause: float | None) -> int:
@@ -213,8 +259,8 @@ class Speech:
 def synthesize(
     engine: Engine, text: str, voice_name: str, settings: SynthesisSettings | None = None
 ) -> Iterator[np.ndarray]:
-    """int16 audio of a whole text in pieces as they are decoded, right here (see `Speech.text`)."""
-    return Speech(engine, voice_name, settings).text(text)
+    """int16 audio of a whole text in pieces as they are released, right here (see `Speech.text`)."""
+    return (piece for piece in Speech(engine, voice_name, settings).text(text) if len(piece))
 
 
 def warm_up(engine: Engine) -> None:
@@ -240,6 +286,8 @@ async def play(speech: Speech, pieces: Iterator[np.ndarray], sink: AudioSink, ru
         return next(pieces, None)
 
     while (piece := await run(step)) is not None:
+        if not len(piece):  # held back: the step's audio goes out with a later one
+            continue
         if speech.result.first_audio is None:
             speech.result.first_audio = time.monotonic() - speech.created
             await sink.start(speech.voice.sample_rate)

@@ -68,6 +68,14 @@ DECODE_FIRST_FRAMES = (12, 36)
 DECODE_MAX_FRAMES = 240
 
 
+@dataclass(frozen=True)
+class DecodeSlice:
+    """One slice of a sentence's decoding: the samples of audio it yields and the samples it decodes (with context)."""
+
+    audio: int
+    decoded: int
+
+
 def decode_plan(frames: int, quick_start: bool = True) -> list[tuple[int, int]]:
     """[start, end) frame ranges covering `frames`: even ones up to the max, after small ones if `quick_start`.
 
@@ -88,6 +96,27 @@ def decode_plan(frames: int, quick_start: bool = True) -> list[tuple[int, int]]:
         bounds = [start + rest * i // pieces for i in range(pieces + 1)]
         ranges += list(zip(bounds[:-1], bounds[1:]))
     return ranges
+
+
+def _with_context(start: int, end: int, frames: int) -> tuple[int, int]:
+    """The frames decoded for the slice [start, end): the slice with its context on either side."""
+    return max(0, start - DECODE_CONTEXT_FRAMES), min(frames, end + DECODE_CONTEXT_FRAMES)
+
+
+class SentenceAudio(Iterator[np.ndarray]):
+    """One sentence's audio piece by piece, and the decoding still to come after the latest piece.
+
+    `rest` lets a caller judge, from the voice's measured decoding speed,
+    whether the rest will arrive before playback gets there (see
+    speech.Speech). It is empty before the first piece and after the last.
+    """
+
+    def __init__(self, make: Callable[[SentenceAudio], Iterator[np.ndarray]]) -> None:
+        self.rest: tuple[DecodeSlice, ...] = ()
+        self._pieces = make(self)
+
+    def __next__(self) -> np.ndarray:
+        return next(self._pieces)
 
 
 class Voice:
@@ -114,7 +143,8 @@ class Voice:
         self.style_vectors = style_vectors.astype(np.float32)
         self.frontend = frontend
         self.models = models
-        self.decode_factor: float | None = None  # decoding seconds per second of audio, smoothed
+        self.decode_factor: float | None = None  # decoding seconds per second of audio decoded, smoothed
+        self._decoder_cold = True  # its first run includes ONNX Runtime's lazy initialisation
 
     @classmethod
     def load(
@@ -177,33 +207,54 @@ class Voice:
 
     def render(
         self, phonemes: Phonemes, bert: np.ndarray, settings: SynthesisSettings, quick_start: bool = True
-    ) -> Iterator[np.ndarray]:
+    ) -> SentenceAudio:
         """float32 mono audio in ±1 for one sentence, in pieces as the decoder makes them (see decode_plan)."""
-        if self.models.whole is not None:
-            yield self.models.whole.audio(self._inputs(phonemes, bert, settings))
-            return
-        yield from self.decode(*self.front(phonemes, bert, settings), quick_start)
+
+        def pieces(progress: SentenceAudio) -> Iterator[np.ndarray]:
+            if self.models.whole is not None:
+                yield self.models.whole.audio(self._inputs(phonemes, bert, settings))
+                return
+            yield from self.decode(*self.front(phonemes, bert, settings), quick_start, progress)
+
+        return SentenceAudio(pieces)
 
     def front(self, phonemes: Phonemes, bert: np.ndarray, settings: SynthesisSettings) -> tuple[np.ndarray, np.ndarray]:
         """The latent z [1, C, frames] and speaker embedding g of a sentence (split synthesizers only)."""
         assert self.models.front is not None, "a whole synthesizer has no front"
         return self.models.front.latent(self._inputs(phonemes, bert, settings))
 
-    def decode(self, latent: np.ndarray, speaker: np.ndarray, quick_start: bool = True) -> Iterator[np.ndarray]:
-        """Audio of a latent from `front`, slice by slice, each with its context on either side."""
+    def decode(
+        self,
+        latent: np.ndarray,
+        speaker: np.ndarray,
+        quick_start: bool = True,
+        progress: SentenceAudio | None = None,
+    ) -> Iterator[np.ndarray]:
+        """Audio of a latent from `front`, slice by slice, each with its context on either side.
+
+        Before each piece is yielded, `progress.rest` is set to the slices still to decode.
+        """
         decoder = self.models.decoder
         assert decoder is not None, "a whole synthesizer has no decoder"
         hop = self.config.hop_length
         frames = latent.shape[2]
-        for start, end in decode_plan(frames, quick_start):
-            low = max(0, start - DECODE_CONTEXT_FRAMES)
-            high = min(frames, end + DECODE_CONTEXT_FRAMES)
+        plan = decode_plan(frames, quick_start)
+        ranges = [_with_context(start, end, frames) for start, end in plan]
+        slices = [
+            DecodeSlice((end - start) * hop, (high - low) * hop) for (start, end), (low, high) in zip(plan, ranges)
+        ]
+        for index, ((start, end), (low, high)) in enumerate(zip(plan, ranges)):
             began = time.perf_counter()
             audio = decoder.decode(latent[:, :, low:high], speaker)
             self._measure_decoding(time.perf_counter() - began, (high - low) * hop)
+            if progress is not None:
+                progress.rest = tuple(slices[index + 1 :])
             yield audio[(start - low) * hop : (end - low) * hop]
 
     def _measure_decoding(self, seconds: float, samples: int) -> None:
+        if self._decoder_cold:  # not this machine's speed: the warm-up (or first request) pays it
+            self._decoder_cold = False
+            return
         factor = seconds * self.sample_rate / samples
         self.decode_factor = factor if self.decode_factor is None else 0.7 * self.decode_factor + 0.3 * factor
 
