@@ -2,8 +2,8 @@
 
 Started by tools/benchmark.py. Reports its ready time (process start to
 prepare() done) and, per request, time to the first stream() chunk, total
-time, audio length and when a listener would have heard it all. Kept in its
-own process so its memory is its own.
+time, audio length, and what a listener playing from the first chunk heard
+(tools/listener.py). Kept in its own process so its memory is its own.
 """
 
 from __future__ import annotations
@@ -12,17 +12,13 @@ import json
 import os
 import sys
 import time
+from dataclasses import asdict
+from pathlib import Path
 
 STARTED = time.monotonic()
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-
-def heard_by(chunks: list[tuple[float, float]]) -> float:
-    """When a listener has heard it all: playback starts with the first (arrival s, length s) chunk and
-    waits whenever the next one has not arrived yet."""
-    end = 0.0
-    for arrival, seconds in chunks:
-        end = max(end, arrival) + seconds
-    return end
+from tools.listener import listen  # noqa: E402
 
 
 def vm_hwm_kib() -> int:
@@ -49,15 +45,15 @@ def main() -> None:
         start = time.monotonic()
         chunks = []
         for chunk in speaker.stream(request["text"], noise=0.0, noise_w=0.0):
-            chunks.append((time.monotonic() - start, len(chunk.data) / speaker.sampling_rate))
+            chunks.append((time.monotonic() - start, chunk.data))
         total = time.monotonic() - start
         print(
             json.dumps(
                 {
                     "first_audio": chunks[0][0],
                     "total": total,
-                    "audio": sum(s for _, s in chunks),
-                    "heard_by": heard_by(chunks),
+                    "audio": sum(len(data) for _, data in chunks) / speaker.sampling_rate,
+                    "listening": asdict(listen(chunks, speaker.sampling_rate)),
                     "vm_hwm_kib": vm_hwm_kib(),
                 }
             ),

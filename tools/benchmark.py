@@ -11,7 +11,8 @@ with noise 0 and the same texts on both sides, alternates runs of
 and reports medians and ratios (ours / hayakoe) of time to first audio,
 speed factor (audio seconds per compute second), when a listener who starts
 playing at the first chunk has heard it all (playback waits whenever audio
-has not arrived yet), peak RSS (VmHWM) with one and two voices, and ready
+has not arrived yet) and how long that listener waited mid-sentence and at
+sentence boundaries (tools/listener.py says how it tells them apart), peak RSS (VmHWM) with one and two voices, and ready
 time (process start → first request answerable).
 Our server starts once with an empty model cache (its first start after an
 install, when it optimizes the models in a child process: reported apart,
@@ -43,7 +44,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tools.bench_hayakoe import heard_by  # noqa: E402
+from tools.listener import Listening, listen  # noqa: E402
 
 VOICES = ("standin-a", "standin-b")
 TEXTS = {
@@ -178,14 +179,18 @@ class Side:
     first_audio: dict[str, list[float]] = field(default_factory=dict)
     speed: dict[str, list[float]] = field(default_factory=dict)
     heard_by: dict[str, list[float]] = field(default_factory=dict)
+    waits_mid_sentence: dict[str, list[list[float]]] = field(default_factory=dict)  # per run, each wait in s
+    waits_at_boundaries: dict[str, list[list[float]]] = field(default_factory=dict)
     rss_mib: dict[str, int] = field(default_factory=dict)
     ready_first_start: float = float("nan")  # ours: empty model cache
     first_start_rss_kib: dict[str, int] = field(default_factory=dict)  # ours: how the first-start peak was found
 
-    def add(self, text: str, first: float, total: float, audio: float, heard: float) -> None:
+    def add(self, text: str, first: float, total: float, audio: float, heard: Listening) -> None:
         self.first_audio.setdefault(text, []).append(first)
         self.speed.setdefault(text, []).append(audio / total)
-        self.heard_by.setdefault(text, []).append(heard)
+        self.heard_by.setdefault(text, []).append(heard.heard_by)
+        self.waits_mid_sentence.setdefault(text, []).append(heard.waits_mid_sentence)
+        self.waits_at_boundaries.setdefault(text, []).append(heard.waits_at_boundaries)
 
 
 #: What our server logs (wyoming_hayakoe.runtime.cache, INFO) only when it optimizes a model.
@@ -270,11 +275,12 @@ class OurServer:
             await asyncio.sleep(0.05)
         raise TimeoutError(f"server did not answer Describe; end of {self.log_path}:\n{self.log()[-2000:]}")
 
-    def synthesize(self, text: str, voice: str) -> tuple[float, float, float, float]:
-        """Seconds to the first audio, to the end; seconds of audio; when a listener has heard it all."""
+    def synthesize(self, text: str, voice: str) -> tuple[float, float, float, Listening]:
+        """Seconds to the first audio, to the end; seconds of audio; what a listener heard."""
         return asyncio.run(self._synthesize(text, voice))
 
-    async def _synthesize(self, text: str, voice: str) -> tuple[float, float, float, float]:
+    async def _synthesize(self, text: str, voice: str) -> tuple[float, float, float, Listening]:
+        import numpy as np
         from wyoming.audio import AudioChunk, AudioStop
         from wyoming.client import AsyncTcpClient
         from wyoming.error import Error
@@ -283,15 +289,19 @@ class OurServer:
         async with AsyncTcpClient("127.0.0.1", self.port) as client:
             start = time.monotonic()
             await client.write_event(Synthesize(text=text, voice=SynthesizeVoice(name=voice)).event())
-            chunks: list[tuple[float, float]] = []
+            chunks: list[tuple[float, np.ndarray]] = []
+            rate = 0
             while True:
                 event = await client.read_event()
                 if event is None or Error.is_type(event.type):
                     raise RuntimeError(f"synthesis failed: {event}")
                 if AudioChunk.is_type(event.type):
-                    chunks.append((time.monotonic() - start, AudioChunk.from_event(event).seconds))
+                    chunk = AudioChunk.from_event(event)
+                    rate = chunk.rate
+                    chunks.append((time.monotonic() - start, np.frombuffer(chunk.audio, dtype="<i2")))
                 elif AudioStop.is_type(event.type):
-                    return chunks[0][0], time.monotonic() - start, sum(s for _, s in chunks), heard_by(chunks)
+                    audio = sum(len(samples) for _, samples in chunks) / rate
+                    return chunks[0][0], time.monotonic() - start, audio, listen(chunks, rate)
 
     def stop(self) -> tuple[int, dict[str, int]]:
         """Peak RSS (KiB) of the server itself (VmHWM); with `sample_tree`, the tree's too (else {}).
@@ -357,12 +367,12 @@ class HayakoeWorker:
         self.ready = time.monotonic() - started
         self.rss = hello["vm_hwm_kib"]
 
-    def synthesize(self, text: str, voice: str) -> tuple[float, float, float, float]:
+    def synthesize(self, text: str, voice: str) -> tuple[float, float, float, Listening]:
         self.process.stdin.write(json.dumps({"text": text, "voice": voice}, ensure_ascii=False) + "\n")
         self.process.stdin.flush()
         answer = json.loads(self.process.stdout.readline())
         self.rss = answer["vm_hwm_kib"]
-        return answer["first_audio"], answer["total"], answer["audio"], answer["heard_by"]
+        return answer["first_audio"], answer["total"], answer["audio"], Listening(**answer["listening"])
 
     def stop(self) -> int:
         self.process.stdin.close()
@@ -445,6 +455,11 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def ratio(ours: float, theirs: float) -> float:
+    """ours / theirs; NaN where theirs is 0 (no waits at all, say)."""
+    return ours / theirs if theirs else float("nan")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="Runs per text and system (default: %(default)s)")
@@ -489,8 +504,10 @@ def main() -> int:
                 ours.add(name, *a)
                 theirs.add(name, *b)
                 print(
-                    f"round {round_} {name:8s} ours first {a[0]:.3f}s speed {a[2] / a[1]:.2f}x heard {a[3]:.2f}s | "
-                    f"hayakoe first {b[0]:.3f}s speed {b[2] / b[1]:.2f}x heard {b[3]:.2f}s",
+                    f"round {round_} {name:8s} ours first {a[0]:.3f}s speed {a[2] / a[1]:.2f}x "
+                    f"heard {a[3].heard_by:.2f}s mid-sentence waits {len(a[3].waits_mid_sentence)} | "
+                    f"hayakoe first {b[0]:.3f}s speed {b[2] / b[1]:.2f}x "
+                    f"heard {b[3].heard_by:.2f}s mid-sentence waits {len(b[3].waits_mid_sentence)}",
                     flush=True,
                 )
     bench = {} if args.skip_wyoming_bench else run_wyoming_bench(server.port, voice, args.rounds)
@@ -521,6 +538,13 @@ def main() -> int:
             ("heard by s", ours.heard_by, theirs.heard_by),
         ):
             rows.append((f"{metric} ({name})", median(a[name]), median(b[name])))
+        for metric, waits in (
+            ("waits mid-sentence", lambda side: side.waits_mid_sentence),
+            ("waits at boundaries", lambda side: side.waits_at_boundaries),
+        ):
+            runs = [waits(side)[name] for side in (ours, theirs)]
+            rows.append((f"{metric} n ({name})", *(median([len(run) for run in r]) for r in runs)))
+            rows.append((f"{metric} s ({name})", *(median([sum(run) for run in r]) for r in runs)))
     for key in ("1 voice", "2 voices", FIRST_START):
         rows.append((f"peak RSS MiB ({key})", ours.rss_mib[key], theirs.rss_mib[key]))
     rows.append(("ready s (1 voice)", ours.ready[0], theirs.ready[0]))
@@ -529,7 +553,7 @@ def main() -> int:
 
     width = max(len(r[0]) for r in rows)
     lines = [f"{'metric':{width}s}  {'ours':>9s}  {'hayakoe':>9s}  {'ratio':>6s}"]
-    lines += [f"{m:{width}s}  {a:9.3f}  {b:9.3f}  {a / b:6.2f}" for m, a, b in rows]
+    lines += [f"{m:{width}s}  {a:9.3f}  {b:9.3f}  {ratio(a, b):6.2f}" for m, a, b in rows]
     lines.append(f"chunked decoding vs whole (full-size decoder): {snr:.1f} dB SNR, worst sentence")
     lines.append(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}; {os.cpu_count()} CPUs")
     lines += [f"WARNING: {warning}" for warning in warnings]
@@ -539,7 +563,7 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     result = {
-        "rows": [{"metric": m, "ours": a, "hayakoe": b, "ratio": a / b} for m, a, b in rows],
+        "rows": [{"metric": m, "ours": a, "hayakoe": b, "ratio": ratio(a, b)} for m, a, b in rows],
         "raw": {"ours": ours.__dict__, "hayakoe": theirs.__dict__},
         "load_average": {"before": load_before, "after": load_after},
         "cpus": os.cpu_count(),
