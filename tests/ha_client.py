@@ -71,6 +71,7 @@ class TtsResult:
     audio: bytearray = field(default_factory=bytearray)
     wav: bytes | None = None
     events: list[tuple[float, str]] = field(default_factory=list)  # (seconds since request, type)
+    chunks: list[tuple[float, bytes]] = field(default_factory=list)  # (seconds since request, audio) as HA got it
     violations: list[str] = field(default_factory=list)
     writer_done_at: float | None = None
     ended_by: str = ""
@@ -174,6 +175,7 @@ async def _synthesize(
                     result.violations.append("audio format changed")
                 wav_writer.writeframes(chunk.audio)
                 result.audio.extend(chunk.audio)
+                result.chunks.append((result.events[-1][0], chunk.audio))
             elif AudioStop.is_type(event.type):
                 result.ended_by = "audio-stop"
                 break
@@ -247,6 +249,7 @@ async def _stream(
                     if (chunk.rate, chunk.width, chunk.channels) != (result.rate, result.width, result.channels):
                         result.violations.append("audio format changed")
                     result.audio.extend(chunk.audio)
+                    result.chunks.append((result.events[-1][0], chunk.audio))
                 elif SynthesizeStopped.is_type(event.type):
                     result.ended_by = "synthesize-stopped"
                     break

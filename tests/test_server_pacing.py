@@ -1,0 +1,138 @@
+"""On a machine that decodes slower than playback, the listener waits between sentences, never inside one.
+
+A Wyoming server runs in this process on the tiny stand-in, its decoder
+replaced by a double at a given speed (tests/decoders.py); Home Assistant's
+client (ha_client) talks to it over tcp, and tools/listener.py plays what
+arrives in real time from the first chunk and says where playback waited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from functools import partial
+from pathlib import Path
+
+import ha_client as ha
+import numpy as np
+import pytest
+from decoders import PausedBeforeCall, SlowDecoder
+from wyoming.audio import AudioChunk, AudioStop
+from wyoming.client import AsyncTcpClient
+from wyoming.tts import Synthesize
+
+from tools.listener import Listening, listen
+from wyoming_hayakoe.engine.engine import Engine
+from wyoming_hayakoe.engine.settings import SynthesisSettings
+from wyoming_hayakoe.engine.speech import warm_up
+from wyoming_hayakoe.runtime.models import Decoder
+from wyoming_hayakoe.server.app import build_service
+from wyoming_hayakoe.server.config import ServerConfig
+from wyoming_hayakoe.server.handler import HayakoeHandler
+from wyoming_hayakoe.server.listener import Listener
+from wyoming_hayakoe.worker import Scheduler
+
+VOICE = "standin-a"
+QUIET = SynthesisSettings(noise_scale=0.0, noise_w_scale=0.0, sdp_ratio=0.0)
+TEXT = "はい、わかりました。明日の朝七時にアラームをセットしました。"
+PI_4B = 1 / 0.3  # seconds of decoding per second of audio: 0.3x real time
+
+
+@pytest.fixture(scope="module")
+def engine(standin_dir: Path, model_cache: Path) -> Engine:
+    return Engine.load([standin_dir], voices=[VOICE], cache_dir=model_cache)
+
+
+@asynccontextmanager
+async def serving(engine: Engine, decoder: Callable[[Decoder], Decoder]) -> AsyncIterator[int]:
+    """A Wyoming server on a free loopback port with the voice's decoder wrapped by `decoder`.
+
+    Warmed up as the server warms up at start, which measures the decoder's speed.
+    """
+    voice = engine.voice(VOICE)
+    models, factor = voice.models, voice.decode_factor
+    assert models.decoder is not None
+    voice.models = dataclasses.replace(models, decoder=decoder(models.decoder))
+    voice.decode_factor = None
+    scheduler = Scheduler()
+    listener = Listener("tcp://127.0.0.1:0")
+    try:
+        warm_up(engine)
+        scheduler.start()
+        config = ServerConfig(uri=listener.uri, data_dirs=[], settings=QUIET)
+        service = build_service(config, engine, VOICE, scheduler)
+        listener.bind()
+        await listener.start(partial(HayakoeHandler, service))
+        assert listener.port is not None
+        yield listener.port
+    finally:
+        await listener.stop()
+        assert scheduler.close(timeout=30)
+        voice.models, voice.decode_factor = models, factor
+
+
+def heard(result: ha.TtsResult) -> Listening:
+    assert result.rate and not result.errors and not result.violations, (result.errors, result.violations)
+    return listen([(arrival, np.frombuffer(audio, dtype="<i2")) for arrival, audio in result.chunks], result.rate)
+
+
+async def test_slower_than_playback_waits_only_between_sentences(engine: Engine) -> None:
+    """At 0.3x real time (a Raspberry Pi 4B), both of HA's paths play each sentence through once it starts."""
+    rate = engine.voice(VOICE).sample_rate
+    async with serving(engine, lambda real: SlowDecoder(real, rate, PI_4B)) as port:
+        assert not engine.voice(VOICE).decoder_keeps_up  # measured by the warm-up
+        whole = await ha.synthesize("127.0.0.1", port, TEXT, VOICE, timeout=300)
+        streamed = await ha.stream("127.0.0.1", port, ha.llm_deltas(TEXT), VOICE, timeout=300)
+    async with serving(engine, lambda real: real) as port:
+        fast = await ha.synthesize("127.0.0.1", port, TEXT, VOICE)
+    reference = np.frombuffer(bytes(fast.audio), dtype="<i2").astype(np.int32)
+    for result in (whole, streamed):
+        listening = heard(result)
+        assert listening.waits_mid_sentence == [], listening
+        audio = np.frombuffer(bytes(result.audio), dtype="<i2").astype(np.int32)
+        assert len(audio) == len(reference) and np.abs(audio - reference).max() <= 2  # nothing lost or repeated
+
+
+@pytest.mark.parametrize("seconds_per_second", [None, 0.5], ids=["tiny-decoder", "faster-than-playback"])
+async def test_first_audio_goes_out_after_the_first_slice_where_the_decoder_keeps_up(
+    engine: Engine, seconds_per_second: float | None
+) -> None:
+    """The request's second slice is decoded only after its first audio reached the client.
+
+    At 0.5 s per second of audio, the rest of the first sentence would not
+    arrive before playback needs it, yet the first slice is not held back.
+    """
+    rate = engine.voice(VOICE).sample_rate
+
+    def speed(real: Decoder) -> Decoder:
+        return real if seconds_per_second is None else SlowDecoder(real, rate, seconds_per_second)
+
+    async with serving(engine, speed) as port:
+        voice = engine.voice(VOICE)
+        assert voice.decoder_keeps_up and voice.models.decoder is not None  # measured by the warm-up
+        paused = PausedBeforeCall(voice.models.decoder, call=2)
+        voice.models = dataclasses.replace(voice.models, decoder=paused)
+        async with AsyncTcpClient("127.0.0.1", port) as client:
+            await client.write_event(Synthesize(text=TEXT).event())
+            while (event := await asyncio.wait_for(client.read_event(), 120)) is not None:
+                if AudioChunk.is_type(event.type):
+                    paused.go.set()
+                elif AudioStop.is_type(event.type):
+                    break
+    assert paused.calls >= 3  # the first sentence was decoded in several slices...
+    assert paused.went_on_go  # ...and its first audio reached the client before the second one began
+
+
+def test_the_listener_tells_a_stall_mid_word_from_a_wait_in_a_pause() -> None:
+    rate = 1000
+    voice = np.sin(np.arange(500) * 0.3) * 10000  # 0.5 s of sound
+    pause = np.zeros(80)  # the shortest pause between sentences
+    mid_word = listen([(0.0, voice), (0.9, voice)], rate)
+    assert mid_word.waits_mid_sentence == pytest.approx([0.4]) and mid_word.waits_at_boundaries == []
+    between = listen([(0.0, voice), (0.9, np.concatenate([pause, voice]))], rate)
+    assert between.waits_at_boundaries == pytest.approx([0.4]) and between.waits_mid_sentence == []
+    assert between.heard_by == pytest.approx(0.9 + 0.58)
+    in_time = listen([(0.0, voice), (0.4, voice)], rate)
+    assert in_time.waits_mid_sentence == in_time.waits_at_boundaries == [] and in_time.heard_by == pytest.approx(1.0)
