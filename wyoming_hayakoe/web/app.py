@@ -89,6 +89,11 @@ def _is_loopback_host(host: str) -> bool:
     return address is not None and address.is_loopback
 
 
+async def _no_sniffing(request: web.Request, response: web.StreamResponse) -> None:
+    """Every answer is what its Content-Type says (no browser guessing a script out of it)."""
+    response.headers["X-Content-Type-Options"] = "nosniff"
+
+
 class WebFrontEnd:
     """`--http-uri http://HOST:PORT`: `bind()` before the models load, `start()` once they serve, `stop()`."""
 
@@ -142,6 +147,7 @@ class WebFrontEnd:
     def app(self, service: Service) -> web.Application:
         self._api = Api(service, DictionaryFile(self.dictionary_path, service.engine))
         app = web.Application(middlewares=[self._guard], client_max_size=max(service.options.max_data_bytes, 1 << 21))
+        app.on_response_prepare.append(_no_sniffing)
         app.add_routes([web.get("/", self._index), *self._api.routes()])
         app.router.add_static("/static/", STATIC_DIR)
         return app
@@ -192,7 +198,6 @@ class WebFrontEnd:
                 raise
             code = NOT_FOUND if err.status == 404 else Codes.BAD_REQUEST
             return ApiError(code, err.reason, status=err.status).response()
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
         return response
 
     def _refusal(self, request: web.Request) -> ApiError | None:
