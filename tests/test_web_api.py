@@ -353,7 +353,7 @@ async def test_debug_logs_each_request_reading(server):
         (["--http-uri", "tcp://127.0.0.1:8099"], "--http-uri needs http://HOST:PORT"),
         (["--http-uri", "http://127.0.0.1"], "--http-uri needs http://HOST:PORT"),
         (["--http-allow", "127.0.0.1"], "--http-allow needs --http-uri"),
-        (["--http-uri", "http://127.0.0.1:0", "--http-allow", "not-an-address"], "not-an-address"),
+        (["--http-uri", "http://127.0.0.1:0", "--http-allow", "not-an-address"], "does not appear to be an IPv4 or IPv6"),
     ],
 )
 def test_bad_web_options_stop_the_start_at_once(standin_dir, args, message):
