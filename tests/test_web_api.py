@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -63,8 +64,9 @@ async def test_page_under_an_ingress_prefix_and_only_package_assets(server):
     assert plain.status == 200 and plain.headers["Content-Type"].startswith("text/html") and b"<base" not in plain.body
     ingress = await call(server.url, "GET", "", headers={"X-Ingress-Path": "/api/hassio_ingress/tok3n"})
     assert b'<base href="/api/hassio_ingress/tok3n/">' in ingress.body
-    hostile = await call(server.url, "GET", "", headers={"X-Ingress-Path": '/x"><script>'})
-    assert b"<base" not in hostile.body and b"<script>" not in hostile.body
+    for hostile in ('/x"><script>', "//evil.example/x", "https://evil.example"):
+        page = await call(server.url, "GET", "", headers={"X-Ingress-Path": hostile})
+        assert page.status == 200 and b"<base" not in page.body and b"<script>" not in page.body
     assert (await call(server.url, "GET", "static/index.html")).status == 200
     for path in ("static/../app.py", "static/%2e%2e/app.py", "static/..%2fapp.py", "static/../../__init__.py"):
         answer = await call(server.url, "GET", path)
@@ -196,6 +198,23 @@ def test_requests_from_other_addresses_are_refused(standin_dir):
             answer = asyncio.run(call(proc.url, method, path, {"text": "はい"}))
             assert answer.status == 403 and answer.error["code"] == "forbidden", (path, answer)
         assert proc.wait_for_log("are not allowed (--http-allow)")
+
+
+def test_stopping_the_server_ends_a_page_request_at_once(standin_dir):
+    with WebServer(standin_dir, "--load-voice", "standin-a").start() as proc:
+
+        async def speak_and_stop() -> None:
+            async with aiohttp.ClientSession() as session:
+                async with session.post(proc.url + "api/speak", json={"text": LONG_TEXT * 3}) as response:
+                    await response.content.readexactly(1024)
+                    proc.proc.send_signal(signal.SIGTERM)
+                    with pytest.raises(aiohttp.ClientPayloadError):  # cut short, not a complete answer
+                        await response.read()
+
+        started = time.monotonic()
+        asyncio.run(speak_and_stop())
+        assert proc.proc.wait(20) == 0 and time.monotonic() - started < 10
+        assert "Traceback" not in proc.log and proc.wait_for_log("ended early")
 
 
 def test_without_a_dictionary_file_nothing_can_be_saved(standin_dir):
@@ -365,7 +384,10 @@ async def test_debug_logs_each_request_reading(server):
         (["--http-uri", "tcp://127.0.0.1:8099"], "--http-uri needs http://HOST:PORT"),
         (["--http-uri", "http://127.0.0.1"], "--http-uri needs http://HOST:PORT"),
         (["--http-allow", "127.0.0.1"], "--http-allow needs --http-uri"),
-        (["--http-uri", "http://127.0.0.1:0", "--http-allow", "not-an-address"], "does not appear to be an IPv4 or IPv6"),
+        (
+            ["--http-uri", "http://127.0.0.1:0", "--http-allow", "not-an-address"],
+            "does not appear to be an IPv4 or IPv6",
+        ),
     ],
 )
 def test_bad_web_options_stop_the_start_at_once(standin_dir, args, message):

@@ -40,7 +40,7 @@ from .requests import FORBIDDEN, NOT_FOUND, ApiError, EntryErrors
 _LOGGER = logging.getLogger(__name__)
 
 STATIC_DIR = Path(str(resources.files(__package__) / "static"))
-_INGRESS_PATH_RE = re.compile(r"/[A-Za-z0-9_./-]*")
+_INGRESS_PATH_RE = re.compile(r"/[A-Za-z0-9_-][A-Za-z0-9_./-]*")  # a path on this site, never //host
 _SAFE_METHODS = ("GET", "HEAD")
 _LOOPBACK_NAMES = ("localhost", "localhost.")
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
