@@ -230,7 +230,7 @@ def test_variants(tiny: Path, reference_audio: np.ndarray, tmp_path: Path, varia
     src = tiny / "onnx/speakers" / SPK
     d = tmp_path / SPK
     d.mkdir()
-    for f in ("config.json", "style_vectors.npy", "synthesizer.onnx"):
+    for f in ("config.json", "style_vectors.npy", "synthesizer.onnx", "duration_predictor.onnx"):
         shutil.copy(src / f, d / f)
     sm._apply_variant(d, variant)
     names = sorted(p.name for p in d.iterdir())
