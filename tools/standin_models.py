@@ -17,7 +17,8 @@ output behaves like speech:
 
 Layout written under ``out_dir``::
 
-    bert/tokenizer/{tokenizer_config.json, vocab.txt, special_tokens_map.json}
+    bert/tokenizer/{tokenizer_config.json, vocab.txt, special_tokens_map.json,
+                    tokenizer.json}   (WordPiece, as in ku-nlp's folder)
     onnx/bert/q8/bert_q8.onnx
     onnx/speakers/<name>/{config.json, style_vectors.npy,
                           synthesizer.onnx, duration_predictor.onnx}
@@ -308,8 +309,8 @@ def build(
             from ``seed`` and the name. BERT and tokenizer are shared.
         seed: the same seed (and parameters) gives byte-identical files.
         synth_variant: ``"standard"``; ``"external-data"`` (weights in
-            ``synthesizer.onnx.data``); ``"q8-name"`` (file named
-            ``synthesizer_q8.onnx``); ``"audio-only"`` (no ``durations``
+            ``synthesizer.onnx.data``); ``"q8-name"`` (dynamically
+            quantized, int8 MatMul/Gemm weights, named ``synthesizer_q8.onnx``); ``"audio-only"`` (no ``durations``
             output); ``"no-dp"`` (no ``duration_predictor.onnx``).
 
     Returns:
@@ -559,6 +560,57 @@ def _write_tokenizer(tok_dir: Path, vocab: list[str]) -> None:
     (tok_dir / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
     _write_json(tok_dir / "tokenizer_config.json", _TOKENIZER_CONFIG)
     _write_json(tok_dir / "special_tokens_map.json", _SPECIAL_TOKENS_MAP)
+    _write_json(tok_dir / "tokenizer.json", _wordpiece_tokenizer_json(vocab))
+
+
+def _wordpiece_tokenizer_json(vocab: list[str]) -> dict[str, Any]:
+    """A ``tokenizers`` WordPiece file over ``vocab``, built like the one in ku-nlp's real folder.
+
+    That file (BERT normalizer and pre-tokenizer, ``##`` continuation) does
+    not tokenize like the character tokenizer the model was trained with;
+    it is there so that tests see whether a loader picks it up instead.
+    """
+
+    def special(token: str) -> dict[str, Any]:
+        return {"SpecialToken": {"id": token, "type_id": 0}}
+
+    def sequence(seq: str, type_id: int) -> dict[str, Any]:
+        return {"Sequence": {"id": seq, "type_id": type_id}}
+
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [],
+        "normalizer": {
+            "type": "BertNormalizer",
+            "clean_text": True,
+            "handle_chinese_chars": False,
+            "strip_accents": False,
+            "lowercase": False,
+        },
+        "pre_tokenizer": {"type": "BertPreTokenizer"},
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [special("[CLS]"), sequence("A", 0), special("[SEP]")],
+            "pair": [
+                special("[CLS]"),
+                sequence("A", 0),
+                special("[SEP]"),
+                sequence("B", 1),
+                {"SpecialToken": {"id": "[SEP]", "type_id": 1}},
+            ],
+            "special_tokens": {t: {"id": t, "ids": [vocab.index(t)], "tokens": [t]} for t in ("[CLS]", "[SEP]")},
+        },
+        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+        "model": {
+            "type": "WordPiece",
+            "unk_token": "[UNK]",
+            "continuing_subword_prefix": "##",
+            "max_input_chars_per_word": 100,
+            "vocab": {t: i for i, t in enumerate(vocab)},
+        },
+    }
 
 
 # ───────────────────────────── BERT ─────────────────────────────
@@ -1229,6 +1281,7 @@ def _scale_vocoder(net: Any, calib: _Calib, seed: int) -> dict:
 def _apply_variant(spk_dir: Path, variant: str) -> None:
     """Rewrite the standard ``synthesizer.onnx`` / ``duration_predictor.onnx`` of ``spk_dir`` as the variant asks."""
     import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
 
     from wyoming_hayakoe.importer.export import SYNTH_INPUTS, prune_model
 
@@ -1240,7 +1293,17 @@ def _apply_variant(spk_dir: Path, variant: str) -> None:
     elif variant == "audio-only":
         onnx.save_model(prune_model(onnx.load(str(path)), SYNTH_INPUTS, ["audio"]), str(path))
     elif variant == "q8-name":
-        os.replace(path, spk_dir / "synthesizer_q8.onnx")
+        # as hayakoe's quantized speakers: int8 weights of MatMul/Gemm, activations quantized at run time
+        quantize_dynamic(
+            str(path),
+            str(spk_dir / "synthesizer_q8.onnx"),
+            op_types_to_quantize=["MatMul", "Gemm"],
+            weight_type=QuantType.QInt8,
+            per_channel=False,
+            reduce_range=False,
+            use_external_data_format=False,
+        )
+        path.unlink()
     elif variant == "external-data":
         model = onnx.load(str(path))
         path.unlink()
