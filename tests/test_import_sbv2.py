@@ -155,11 +155,37 @@ def test_an_extra_weight_is_an_error_naming_it(sbv2: Path, tmp_path: Path) -> No
     assert "unexpected weights (1): enc_p.ja_bert_proj.weight" in done.stderr
 
 
-def test_a_model_that_is_not_jp_extra_is_refused(sbv2: Path, tmp_path: Path) -> None:
-    model = edited_copy(sbv2, tmp_path / "model", config=lambda c: c.update(version="2.1"))
-    done = run_import(model, "--data-dir", tmp_path / "data")
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            lambda c: c.update(version="2.1"),
+            "Only Style-Bert-VITS2 JP-Extra models can be imported; this one is version '2.1'",
+        ),
+        (lambda c: c["data"].update(hop_length=256), "The decoder upsamples by 512 but hop_length is 256"),
+        (lambda c: c["model"].pop("gin_channels"), "config.json 'model' section is incomplete"),
+    ],
+    ids=["not-jp-extra", "hop-mismatch", "incomplete-model"],
+)
+def test_configs_that_cannot_work_are_refused(sbv2: Path, tmp_path: Path, edit, message: str) -> None:
+    # given as explicit paths, from another folder than the checkpoint's
+    model = edited_copy(sbv2, tmp_path / "model", config=edit)
+    (checkpoint,) = sbv2.glob("*.safetensors")
+    done = run_import(
+        "--checkpoint", checkpoint, "--config", model / "config.json", "--style-vectors", model / "style_vectors.npy",
+        "--name", "x", "--data-dir", tmp_path / "data",
+    )  # fmt: skip
     assert done.returncode == 2
-    assert "Only Style-Bert-VITS2 JP-Extra models can be imported" in done.stderr and "'2.1'" in done.stderr
+    assert message in done.stderr
+    assert not (tmp_path / "data" / "onnx" / "speakers" / "x").exists()
+
+
+def test_an_unreadable_checkpoint_is_a_clear_error(sbv2: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"not a checkpoint")
+    done = run_import(sbv2, "--checkpoint", bad, "--data-dir", tmp_path / "data")
+    assert done.returncode == 2 and "Cannot read bad.safetensors" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_bad_name_missing_files_and_existing_voice_are_clear_errors(sbv2: Path, imported: Path, tmp_path: Path) -> None:
@@ -188,5 +214,5 @@ def test_force_replaces_and_the_newest_checkpoint_is_used(sbv2: Path, tmp_path: 
     (data / "onnx" / "speakers" / "model").mkdir(parents=True)
     done = run_import(model, "--data-dir", data, "--force")
     assert done.returncode == 0, done.stderr
-    assert newest.name in done.stdout and older.name not in done.stdout
+    assert f"{newest} (the newest of 2 .safetensors files)" in done.stdout and older.name not in done.stdout
     assert (data / "onnx" / "speakers" / "model" / "synthesizer.onnx").is_file()

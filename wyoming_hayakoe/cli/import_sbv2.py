@@ -44,7 +44,7 @@ def main() -> int:
     try:
         files = find_model_files(args.model, args.checkpoint, args.config, args.style_vectors)
         name = args.name or (args.model or files.checkpoint.parent).resolve().name
-        print(f"Importing {files.checkpoint} as voice {name!r}")
+        print(f"Importing {files.checkpoint} ({files.choice}) as voice {name!r}")
         target = import_model(files, args.data_dir, name, force=args.force)
     except ImportFailed as err:
         fail(str(err))

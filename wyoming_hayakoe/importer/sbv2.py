@@ -57,6 +57,7 @@ class ModelFiles:
     checkpoint: Path
     config: Path
     style_vectors: Path
+    choice: str = "given"  # how the checkpoint was chosen, for the user
 
 
 def find_model_files(
@@ -75,12 +76,15 @@ def find_model_files(
         if not found:
             raise ImportFailed(f"No *.safetensors file in {folder}")
         checkpoint = found[-1]
+        choice = "the only .safetensors file" if len(found) == 1 else f"the newest of {len(found)} .safetensors files"
+    else:
+        choice = "given"
     config = config or _beside(folder, checkpoint, VOICE_CONFIG_FILE)
     style_vectors = style_vectors or _beside(folder, checkpoint, STYLE_VECTORS_FILE)
     for what, path in (("Checkpoint", checkpoint), ("Config", config), ("Style vectors", style_vectors)):
         if not path.is_file():
             raise ImportFailed(f"{what} file not found: {path}")
-    return ModelFiles(checkpoint, config, style_vectors)
+    return ModelFiles(checkpoint, config, style_vectors, choice)
 
 
 def _beside(folder: Path | None, checkpoint: Path, name: str) -> Path:
@@ -104,9 +108,10 @@ def complete_config(raw: dict[str, Any]) -> dict[str, Any]:
     model = config["model"]
     if not model.get("use_transformer_flow", True):
         raise ImportFailed("Models with a residual-coupling flow (use_transformer_flow false) are not JP-Extra")
-    hop = math.prod(int(u) for u in model.get("upsample_rates", []))
-    if hop != int(data["hop_length"]):
-        raise ImportFailed(f"The decoder upsamples by {hop} but hop_length is {data['hop_length']}")
+    if "upsample_rates" in model:  # else the model section is incomplete, reported when it is built
+        hop = math.prod(int(u) for u in model["upsample_rates"])
+        if hop != int(data["hop_length"]):
+            raise ImportFailed(f"The decoder upsamples by {hop} but hop_length is {data['hop_length']}")
     return config
 
 
