@@ -7,6 +7,7 @@ first build with the same helper ``build()`` uses.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -59,6 +60,11 @@ def _session(path: Path) -> ort.InferenceSession:
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 
+def _snr(reference: np.ndarray, test: np.ndarray) -> float:
+    noise = np.sum((reference.astype(np.float64) - test) ** 2)
+    return float(10 * np.log10(np.sum(reference.astype(np.float64) ** 2) / max(noise, 1e-30)))
+
+
 def _io(sess) -> tuple[list, list]:
     ins = [(i.name, i.type, list(i.shape)) for i in sess.get_inputs()]
     outs = [(o.name, o.type) for o in sess.get_outputs()]
@@ -107,6 +113,7 @@ def test_layout_and_marker(tiny: Path) -> None:
         "bert/tokenizer/tokenizer_config.json",
         "bert/tokenizer/vocab.txt",
         "bert/tokenizer/special_tokens_map.json",
+        "bert/tokenizer/tokenizer.json",
         "onnx/bert/q8/bert_q8.onnx",
         f"onnx/speakers/{SPK}/config.json",
         f"onnx/speakers/{SPK}/style_vectors.npy",
@@ -230,7 +237,7 @@ def test_variants(tiny: Path, reference_audio: np.ndarray, tmp_path: Path, varia
     src = tiny / "onnx/speakers" / SPK
     d = tmp_path / SPK
     d.mkdir()
-    for f in ("config.json", "style_vectors.npy", "synthesizer.onnx"):
+    for f in ("config.json", "style_vectors.npy", "synthesizer.onnx", "duration_predictor.onnx"):
         shutil.copy(src / f, d / f)
     sm._apply_variant(d, variant)
     names = sorted(p.name for p in d.iterdir())
@@ -246,7 +253,15 @@ def test_variants(tiny: Path, reference_audio: np.ndarray, tmp_path: Path, varia
     sess = _session(synth_path)
     outs = [o.name for o in sess.get_outputs()]
     assert outs == (["audio"] if variant == "audio-only" else ["audio", "durations"])
-    np.testing.assert_array_equal(sess.run(None, _feed(9, noise=False))[0], reference_audio)
+    audio = sess.run(None, _feed(9, noise=False))[0]
+    if variant == "q8-name":
+        # really quantized (int8 MatMul weights), so close to the FP32 audio but not equal
+        ops = {n.op_type for n in onnx.load(str(synth_path)).graph.node}
+        assert {"DynamicQuantizeLinear", "MatMulInteger"} <= ops
+        assert audio.shape == reference_audio.shape and not np.array_equal(audio, reference_audio)
+        assert _snr(reference_audio, audio) >= 20.0
+    else:
+        np.testing.assert_array_equal(audio, reference_audio)
     if variant == "external-data":
         model = onnx.load(str(synth_path), load_external_data=False)
         assert model.graph.initializer and all(
@@ -255,3 +270,58 @@ def test_variants(tiny: Path, reference_audio: np.ndarray, tmp_path: Path, varia
         assert {e.value for t in model.graph.initializer for e in t.external_data if e.key == "location"} == {
             "synthesizer.onnx.data"
         }
+
+
+def test_q8_variant_loads_and_speaks_through_the_server(tiny: Path, tmp_path: Path, request) -> None:
+    import asyncio
+
+    import ha_client as ha
+
+    voice = tmp_path / "onnx" / "speakers" / "standin-q8"
+    shutil.copytree(tiny / "onnx/speakers" / SPK, voice)
+    sm._apply_variant(voice, "q8-name")
+    assert not (voice / "synthesizer.onnx").exists()
+    text = "はい。そうです。"
+    with ha.ServerProcess(tiny, "--data-dir", str(tmp_path), *ha.SHARED_ARGS).start() as server:
+
+        async def both() -> tuple[ha.TtsResult, ha.TtsResult]:
+            return (
+                await ha.synthesize(server.host, server.port, text, voice=SPK),
+                await ha.synthesize(server.host, server.port, text, voice="standin-q8"),
+            )
+
+        fp32, q8 = asyncio.run(both())
+    assert fp32.error is None and q8.error is None
+    a = np.frombuffer(fp32.audio, np.int16).astype(np.float64)
+    b = np.frombuffer(q8.audio, np.int16).astype(np.float64)
+    assert len(b) > 0.3 * q8.rate and np.abs(b).max() > 1000  # speech, not silence
+    n = min(len(a), len(b))
+    assert abs(len(a) - len(b)) <= 0.1 * len(a) and _snr(a[:n], b[:n]) >= 10.0  # the same voice, quantized
+
+
+def test_our_tokenizer_ignores_the_wordpiece_tokenizer_json(tiny: Path) -> None:
+    """The folder holds a WordPiece tokenizer.json as ku-nlp's does; the ids must stay the character ones."""
+    from test_frontend_conformance import load_corpus
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+
+    from wyoming_hayakoe.engine.bert import load_tokenizer
+    from wyoming_hayakoe.text.errors import TextError
+    from wyoming_hayakoe.text.hayakoe.normalize import normalize_text
+
+    folder = tiny / "bert/tokenizer"
+    assert (folder / "tokenizer.json").is_file()
+    ours = load_tokenizer(folder)
+    reference = AutoTokenizer.from_pretrained(str(folder), use_fast=True)
+    wordpiece = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    texts = load_corpus()
+    for line in load_corpus():  # and as the engine feeds it: normalized
+        with contextlib.suppress(TextError):
+            texts.append(normalize_text(line))
+    differ = 0
+    for text in texts:
+        ids = ours(text)["input_ids"]
+        assert ids == reference(text)["input_ids"], text
+        differ += ids != wordpiece.encode(text).ids
+    # the WordPiece file really tokenizes differently (whole words to [UNK]): reading it would be caught
+    assert differ > len(texts) // 2

@@ -17,7 +17,8 @@ output behaves like speech:
 
 Layout written under ``out_dir``::
 
-    bert/tokenizer/{tokenizer_config.json, vocab.txt, special_tokens_map.json}
+    bert/tokenizer/{tokenizer_config.json, vocab.txt, special_tokens_map.json,
+                    tokenizer.json}   (WordPiece, as in ku-nlp's folder)
     onnx/bert/q8/bert_q8.onnx
     onnx/speakers/<name>/{config.json, style_vectors.npy,
                           synthesizer.onnx, duration_predictor.onnx}
@@ -30,7 +31,10 @@ named ``net_g.*``, and output shapes carry exporter-made names for the batch
 axis (``Tanhaudio_dim_0``, ``Ifdurations_dim_0``; the value is always 1).
 ``duration_predictor.onnx`` is the durations subgraph of the synthesizer
 export (inputs without ``noise_scale``), the same computation as hayakoe's
-separately traced duration-predictor wrapper.
+separately traced duration-predictor wrapper. The export is the package's
+own (``wyoming_hayakoe.importer.export``, which ``wyoming-hayakoe-import``
+uses too); ``build_sbv2`` writes the same weights as Style-Bert-VITS2
+training output, for the importer's tests.
 
 ``tiny`` keeps the contracts (1024-d BERT output, 256-d style, 44.1 kHz, hop
 512, full 22,012-token vocabulary) with small widths; see ``_MODEL_TINY``,
@@ -95,7 +99,6 @@ STYLE_DIM = 256
 BERT_DIM = 1024
 SAMPLING_RATE = 44100
 HOP_LENGTH = 512
-OPSET = 17
 VOCAB_SIZE = 22012
 SPECIAL_TOKENS = ("[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]")
 
@@ -253,38 +256,6 @@ _TRAIN = {
 }
 _VERSION = "2.7.0-JP-Extra"
 
-_SYNTH_INPUTS = (
-    "x",
-    "x_lengths",
-    "sid",
-    "tone",
-    "language",
-    "bert",
-    "style_vec",
-    "noise_scale",
-    "length_scale",
-    "noise_scale_w",
-    "sdp_ratio",
-)
-_DP_INPUTS = (
-    "x",
-    "x_lengths",
-    "sid",
-    "tone",
-    "language",
-    "bert",
-    "style_vec",
-    "length_scale",
-    "noise_scale_w",
-    "sdp_ratio",
-)
-_PHONE_AXES = {
-    "x": {1: "phone_len"},
-    "tone": {1: "phone_len"},
-    "language": {1: "phone_len"},
-    "bert": {2: "phone_len"},
-}
-
 # Token classes of the calibration text, with the frame counts the duration
 # models are taught (blank-interleaved: blanks ~2, phones 3-5 → ~3 per token).
 _VOICED_BLANK, _SILENT_BLANK, _CONSONANT, _VOWEL, _GEMINATE = 0, 1, 2, 3, 4
@@ -338,8 +309,8 @@ def build(
             from ``seed`` and the name. BERT and tokenizer are shared.
         seed: the same seed (and parameters) gives byte-identical files.
         synth_variant: ``"standard"``; ``"external-data"`` (weights in
-            ``synthesizer.onnx.data``); ``"q8-name"`` (file named
-            ``synthesizer_q8.onnx``); ``"audio-only"`` (no ``durations``
+            ``synthesizer.onnx.data``); ``"q8-name"`` (dynamically
+            quantized, int8 MatMul/Gemm weights, named ``synthesizer_q8.onnx``); ``"audio-only"`` (no ``durations``
             output); ``"no-dp"`` (no ``duration_predictor.onnx``).
 
     Returns:
@@ -589,6 +560,57 @@ def _write_tokenizer(tok_dir: Path, vocab: list[str]) -> None:
     (tok_dir / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
     _write_json(tok_dir / "tokenizer_config.json", _TOKENIZER_CONFIG)
     _write_json(tok_dir / "special_tokens_map.json", _SPECIAL_TOKENS_MAP)
+    _write_json(tok_dir / "tokenizer.json", _wordpiece_tokenizer_json(vocab))
+
+
+def _wordpiece_tokenizer_json(vocab: list[str]) -> dict[str, Any]:
+    """A ``tokenizers`` WordPiece file over ``vocab``, built like the one in ku-nlp's real folder.
+
+    That file (BERT normalizer and pre-tokenizer, ``##`` continuation) does
+    not tokenize like the character tokenizer the model was trained with;
+    it is there so that tests see whether a loader picks it up instead.
+    """
+
+    def special(token: str) -> dict[str, Any]:
+        return {"SpecialToken": {"id": token, "type_id": 0}}
+
+    def sequence(seq: str, type_id: int) -> dict[str, Any]:
+        return {"Sequence": {"id": seq, "type_id": type_id}}
+
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [],
+        "normalizer": {
+            "type": "BertNormalizer",
+            "clean_text": True,
+            "handle_chinese_chars": False,
+            "strip_accents": False,
+            "lowercase": False,
+        },
+        "pre_tokenizer": {"type": "BertPreTokenizer"},
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [special("[CLS]"), sequence("A", 0), special("[SEP]")],
+            "pair": [
+                special("[CLS]"),
+                sequence("A", 0),
+                special("[SEP]"),
+                sequence("B", 1),
+                {"SpecialToken": {"id": "[SEP]", "type_id": 1}},
+            ],
+            "special_tokens": {t: {"id": t, "ids": [vocab.index(t)], "tokens": [t]} for t in ("[CLS]", "[SEP]")},
+        },
+        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+        "model": {
+            "type": "WordPiece",
+            "unk_token": "[UNK]",
+            "continuing_subword_prefix": "##",
+            "max_input_chars_per_word": 100,
+            "vocab": {t: i for i, t in enumerate(vocab)},
+        },
+    }
 
 
 # ───────────────────────────── BERT ─────────────────────────────
@@ -598,6 +620,8 @@ def _export_bert(path: Path, size: str, seed: int, work: Path) -> None:
     import torch
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from transformers import DebertaV2Config, DebertaV2ForMaskedLM
+
+    from wyoming_hayakoe.importer.export import onnx_export
 
     cfg = dict(_DEBERTA_CONFIG)
     cfg.pop("architectures")
@@ -629,7 +653,7 @@ def _export_bert(path: Path, size: str, seed: int, work: Path) -> None:
     ids = torch.randint(5, VOCAB_SIZE, (1, 16), generator=gen)
     ids[0, 0], ids[0, -1] = 1, 2
     fp32 = work / "bert_fp32.onnx"
-    _onnx_export(
+    onnx_export(
         wrapper,
         (ids, torch.ones_like(ids)),
         fp32,
@@ -653,32 +677,6 @@ def _export_bert(path: Path, size: str, seed: int, work: Path) -> None:
         use_external_data_format=False,
     )
     fp32.unlink()
-
-
-def _onnx_export(
-    module: Any,
-    args: tuple,
-    path: Path,
-    *,
-    input_names: Sequence[str],
-    output_names: Sequence[str],
-    dynamic_axes: dict[str, dict[int, str]],
-) -> None:
-    """TorchScript-based export, opset 17, as hayakoe's own exporter does."""
-    import torch
-
-    with contextlib.redirect_stdout(io.StringIO()), torch.no_grad():
-        torch.onnx.export(
-            module,
-            args,
-            str(path),
-            input_names=list(input_names),
-            output_names=list(output_names),
-            dynamic_axes=dynamic_axes,
-            opset_version=OPSET,
-            do_constant_folding=True,
-            dynamo=False,
-        )
 
 
 # ───────────────────────────── speakers ─────────────────────────────
@@ -758,7 +756,8 @@ def _style_vectors(rng: np.random.Generator) -> np.ndarray:
     return sv.astype(np.float32)
 
 
-def _build_speaker(spk_dir: Path, name: str, size: str, seed: int, variant: str) -> dict:
+def _shaped_speaker(name: str, size: str, seed: int) -> tuple[dict[str, Any], Any, np.ndarray, dict]:
+    """(config, shaped hayakoe SynthesizerTrn, style vectors, calibration stats) of one speaker."""
     import torch
 
     config = _speaker_config(name, size)
@@ -768,12 +767,18 @@ def _build_speaker(spk_dir: Path, name: str, size: str, seed: int, variant: str)
         p.requires_grad_(False)
     rng = np.random.default_rng(seed)
     style = _style_vectors(rng)
-
     stats = _shape_synthesizer(net, style, rng, seed)
+    return config, net, style, stats
 
+
+def _build_speaker(spk_dir: Path, name: str, size: str, seed: int, variant: str) -> dict:
+    from wyoming_hayakoe.importer.export import export_voice
+
+    config, net, style, stats = _shaped_speaker(name, size, seed)
     _write_json(spk_dir / "config.json", config)
     np.save(spk_dir / "style_vectors.npy", style)
-    _export_speaker_models(net, spk_dir, variant, seed)
+    export_voice(net, spk_dir, seed)
+    _apply_variant(spk_dir, variant)
     return {"seed": seed, "calibration": stats}
 
 
@@ -1177,6 +1182,8 @@ def _expand(net: Any, calib: _Calib, noise_scale: float, noise_w: float, sdp_rat
     """Text side of inference → (z_p, y_mask, frame classes, g, durations)."""
     import torch
 
+    from wyoming_hayakoe.importer.export import hard_path
+
     t = calib.t
     g = net.emb_g(t["sid"]).unsqueeze(-1)
     x, m_p, logs_p, x_mask = net.enc_p(*calib.enc_args(), g=g)
@@ -1187,7 +1194,7 @@ def _expand(net: Any, calib: _Calib, noise_scale: float, noise_w: float, sdp_rat
     y_len = torch.clamp_min(w_ceil.sum([1, 2]), 1).long()
     frames = torch.arange(int(y_len.max()))
     y_mask = (frames[None] < y_len[:, None]).float().unsqueeze(1)
-    path = _hard_path(w_ceil, x_mask, y_mask)
+    path = hard_path(w_ceil, x_mask, y_mask)
     m = torch.matmul(path, m_p.transpose(1, 2)).transpose(1, 2)
     logs = torch.matmul(path, logs_p.transpose(1, 2)).transpose(1, 2)
     z_p = m + torch.randn_like(m) * torch.exp(logs) * noise_scale
@@ -1268,134 +1275,37 @@ def _scale_vocoder(net: Any, calib: _Calib, seed: int) -> dict:
     }
 
 
-# ───────────────────────────── export wrappers ─────────────────────────────
-
-
-def _synth_wrapper_cls() -> Any:
-    import torch
-
-    class Synthesizer(torch.nn.Module):
-        """Inference path of SynthesizerTrn (random noise drawn inside the graph)."""
-
-        def __init__(self, net_g: Any) -> None:
-            super().__init__()
-            self.net_g = net_g
-
-        def forward(
-            self,
-            x,
-            x_lengths,
-            sid,
-            tone,
-            language,
-            bert,
-            style_vec,
-            noise_scale,
-            length_scale,
-            noise_scale_w,
-            sdp_ratio,
-        ):
-            net = self.net_g
-            g = net.emb_g(sid).unsqueeze(-1)
-            h, m_p, logs_p, x_mask = net.enc_p(x, x_lengths, tone, language, bert, style_vec, g=g)
-            logw = net.sdp(h, x_mask, g=g, reverse=True, noise_scale=noise_scale_w) * sdp_ratio + net.dp(
-                h, x_mask, g=g
-            ) * (1 - sdp_ratio)
-            w_ceil = torch.ceil(torch.exp(logw) * x_mask * length_scale)
-            y_lengths = torch.clamp_min(torch.sum(w_ceil, [1, 2]), 1).long()
-            frames = torch.arange(y_lengths.max(), dtype=y_lengths.dtype, device=x.device)
-            y_mask = (frames.unsqueeze(0) < y_lengths.unsqueeze(1)).unsqueeze(1).to(x_mask.dtype)
-            attn = _hard_path(w_ceil, x_mask, y_mask)
-            m_p = torch.matmul(attn, m_p.transpose(1, 2)).transpose(1, 2)
-            logs_p = torch.matmul(attn, logs_p.transpose(1, 2)).transpose(1, 2)
-            z_p = m_p + torch.randn_like(m_p) * torch.exp(logs_p) * noise_scale
-            z = net.flow(z_p, y_mask, g=g, reverse=True)
-            audio = net.dec(z * y_mask, g=g)
-            return audio, w_ceil.squeeze(1)
-
-    return Synthesizer
-
-
-def _hard_path(w_ceil: Any, x_mask: Any, y_mask: Any) -> Any:
-    """[B, T_y, T_x] 0/1 alignment from integer durations (export friendly)."""
-    import torch
-
-    t_y = y_mask.size(2)
-    cum = torch.cumsum(w_ceil, -1)  # [B, 1, T_x]
-    frames = torch.arange(t_y, device=w_ceil.device).to(w_ceil.dtype).view(1, -1, 1)
-    end = (frames < cum).to(w_ceil.dtype)  # [B, T_y, T_x]
-    start = (frames < (cum - w_ceil)).to(w_ceil.dtype)
-    return (end - start) * x_mask * y_mask.transpose(1, 2)
-
-
-def _dummy_inputs(seed: int) -> tuple:
-    """Trace inputs shaped like hayakoe exporter's (20 phones, batch 1)."""
-    import torch
-    from hayakoe.nlp.symbols import SYMBOLS
-
-    gen = torch.Generator().manual_seed(seed)
-    n = 20
-    return (
-        torch.randint(0, len(SYMBOLS), (1, n), generator=gen),
-        torch.tensor([n], dtype=torch.long),
-        torch.tensor([0], dtype=torch.long),
-        torch.randint(0, 10, (1, n), generator=gen),
-        torch.ones(1, n, dtype=torch.long),
-        torch.randn((1, BERT_DIM, n), generator=gen),
-        torch.randn((1, STYLE_DIM), generator=gen),
-        torch.tensor([0.667]),
-        torch.tensor([1.0]),
-        torch.tensor([0.8]),
-        torch.tensor([0.2]),
-    )
-
-
-def _export_speaker_models(net: Any, spk_dir: Path, variant: str, seed: int) -> None:
-    """One trace of the synthesizer (audio + durations), then the variant files.
-
-    ``duration_predictor.onnx`` is the part of that graph which computes
-    ``durations`` from the inputs it needs (all but ``noise_scale``): the same
-    computation and node scopes as hayakoe's separately traced
-    text-encoder + duration-predictor wrapper, for a fraction of the time.
-    """
-    import torch
-
-    wrapper = _synth_wrapper_cls()(net).eval()
-    axes = {k: dict(v) for k, v in _PHONE_AXES.items()}
-    axes["audio"] = {2: "audio_len"}
-    axes["durations"] = {1: "phone_len"}
-    torch.manual_seed(seed)
-    _onnx_export(
-        wrapper,
-        _dummy_inputs(seed),
-        spk_dir / "synthesizer.onnx",
-        input_names=_SYNTH_INPUTS,
-        output_names=["audio", "durations"],
-        dynamic_axes=axes,
-    )
-    _apply_variant(spk_dir, variant)
+# ───────────────────────────── export ─────────────────────────────
 
 
 def _apply_variant(spk_dir: Path, variant: str) -> None:
-    """Derive the variant's files from a standard ``synthesizer.onnx`` in ``spk_dir``.
-
-    Writes ``duration_predictor.onnx`` (except for ``no-dp``) and rewrites the
-    synthesizer as the variant asks.
-    """
+    """Rewrite the standard ``synthesizer.onnx`` / ``duration_predictor.onnx`` of ``spk_dir`` as the variant asks."""
     import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from wyoming_hayakoe.importer.export import SYNTH_INPUTS, prune_model
 
     if variant not in SYNTH_VARIANTS:
         raise ValueError(f"unknown synth_variant {variant!r}")
     path = spk_dir / "synthesizer.onnx"
-    model = onnx.load(str(path))
-    if variant != "no-dp":
-        dp = _prune_model(model, [n for n in _SYNTH_INPUTS if n != "noise_scale"], ["durations"])
-        onnx.save_model(dp, str(spk_dir / "duration_predictor.onnx"))
-    if variant == "audio-only":
-        onnx.save_model(_prune_model(model, list(_SYNTH_INPUTS), ["audio"]), str(path))
+    if variant == "no-dp":
+        (spk_dir / "duration_predictor.onnx").unlink()
+    elif variant == "audio-only":
+        onnx.save_model(prune_model(onnx.load(str(path)), SYNTH_INPUTS, ["audio"]), str(path))
     elif variant == "q8-name":
-        os.replace(path, spk_dir / "synthesizer_q8.onnx")
+        # as hayakoe's quantized speakers: int8 weights of MatMul/Gemm, activations quantized at run time
+        quantize_dynamic(
+            str(path),
+            str(spk_dir / "synthesizer_q8.onnx"),
+            op_types_to_quantize=["MatMul", "Gemm"],
+            weight_type=QuantType.QInt8,
+            per_channel=False,
+            reduce_range=False,
+            use_external_data_format=False,
+        )
+        path.unlink()
     elif variant == "external-data":
+        model = onnx.load(str(path))
         path.unlink()
         onnx.save_model(
             model,
@@ -1407,52 +1317,67 @@ def _apply_variant(spk_dir: Path, variant: str) -> None:
         )
 
 
-def _prune_model(model: Any, inputs: Sequence[str], outputs: Sequence[str]) -> Any:
-    """Copy of ``model`` reduced to what ``outputs`` need, with graph inputs ``inputs``."""
-    import onnx
+# ─────────────── Style-Bert-VITS2 training output (for the importer) ───────────────
 
-    def uses(node: Any) -> Iterator[str]:
-        """Inputs of a node, including outer names its subgraphs (If, Loop) read."""
-        yield from (x for x in node.input if x)
-        for a in node.attribute:
-            subs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)
-            for sub in subs:
-                for n in sub.node:
-                    yield from uses(n)
+SBV2_STEP = 1000
 
-    g0 = model.graph
-    producer = {o: i for i, n in enumerate(g0.node) for o in n.output if o}
-    needed: set[str] = set()
-    keep: set[int] = set()
-    stack = list(outputs)
-    while stack:
-        name = stack.pop()
-        if name in needed:
+
+def build_sbv2(out_dir: Path, name: str = "standin-a", *, size: str = "tiny", seed: int = 0) -> Path:
+    """Write stand-in speaker ``name`` of ``build(seed=seed)`` as Style-Bert-VITS2 writes a trained model.
+
+    ``out_dir`` gets ``<name>_e100_s1000.safetensors`` (the inference
+    ``net_g`` state dict: no ``enc_q``, weight-normed layers stored as
+    ``weight_g``/``weight_v`` like ``torch.nn.utils.weight_norm`` saves
+    them), ``config.json`` (the constructor arguments hayakoe leaves at
+    their defaults written into ``model``, as upstream passes ``**model``)
+    and ``style_vectors.npy``. The weights are those of the hub-layout
+    voice ``build`` writes, so importing this must give the same audio.
+    """
+    import torch
+    from safetensors.torch import save_file
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(_TORCH_THREADS)
+    try:
+        with _quiet_build_env():
+            config, net, style, _ = _shaped_speaker(name, size, _derive_seed(seed, "speaker", name))
+            normed = _weight_normed_layers(config, size)
+    finally:
+        torch.set_num_threads(threads)
+    state: dict[str, Any] = {}
+    for key, value in net.state_dict().items():
+        if key.startswith("enc_q."):
             continue
-        needed.add(name)
-        i = producer.get(name)
-        if i is not None and i not in keep:
-            keep.add(i)
-            stack.extend(uses(g0.node[i]))
-    graph_inputs = {v.name: v for v in g0.input}
-    missing = (needed & set(graph_inputs)) - set(inputs)
-    if missing:
-        raise RuntimeError(f"outputs {list(outputs)} need inputs {sorted(missing)}")
+        base = key.rsplit(".", 1)[0]
+        base = base.removesuffix(".parametrizations.weight")
+        if base not in normed:
+            state[key] = value.contiguous()
+        elif key.endswith((".weight", ".original1")):
+            # any positive scale of v stands for the same weight; 3 keeps v != weight
+            v = value * 3.0
+            state[base + ".weight_v"] = v.contiguous()
+            norm_dims = tuple(range(1, v.dim()))
+            if key.endswith(".weight"):
+                state[base + ".weight_g"] = torch.linalg.vector_norm(value, dim=norm_dims, keepdim=True).contiguous()
+        elif key.endswith(".original0"):
+            state[base + ".weight_g"] = value.contiguous()
+        else:
+            state[key] = value.contiguous()
+    save_file(state, str(out_dir / f"{name}_e100_s{SBV2_STEP}.safetensors"))
+    sbv2_config = json.loads(json.dumps(config))
+    sbv2_config["model"].update(_SYNTH_CTOR_OVERRIDES[size])
+    _write_json(out_dir / "config.json", sbv2_config)
+    np.save(out_dir / "style_vectors.npy", style)
+    return out_dir
 
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    g = m.graph
-    del g.input[:]
-    g.input.extend(graph_inputs[n] for n in inputs)
-    del g.output[:]
-    g.output.extend(v for v in g0.output if v.name in outputs)
-    del g.node[:]
-    g.node.extend(n for i, n in enumerate(g0.node) if i in keep)
-    del g.initializer[:]
-    g.initializer.extend(t for t in g0.initializer if t.name in needed)
-    del g.value_info[:]
-    g.value_info.extend(v for v in g0.value_info if v.name in needed)
-    return m
+
+def _weight_normed_layers(config: dict[str, Any], size: str) -> set[str]:
+    """Module paths that upstream wraps in weight norm (read off a freshly built model)."""
+    suffix = ".parametrizations.weight.original0"
+    fresh = _new_synthesizer(config, size)
+    return {k[: -len(suffix)] for k in fresh.state_dict() if k.endswith(suffix)}
 
 
 # ───────────────────────────── CLI ─────────────────────────────

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,11 +26,7 @@ class BertEncoder:
     @classmethod
     def load(cls, files: BertFiles, cache: ModelCache, threads: int | None = None) -> BertEncoder:
         """The hub layout's tokenizer and Q8 model, on ONNX Runtime."""
-        # The class is named directly: AutoTokenizer would import torch where it is installed.
-        from transformers.models.bert_japanese.tokenization_bert_japanese import BertJapaneseTokenizer
-
-        tokenizer = BertJapaneseTokenizer.from_pretrained(str(files.tokenizer_dir), local_files_only=True)
-        return cls(tokenizer, ort.load_bert(files, cache, threads), str(files.onnx))
+        return cls(load_tokenizer(files.tokenizer_dir), ort.load_bert(files, cache, threads), str(files.onnx))
 
     def features(self, phonemes: Phonemes) -> np.ndarray:
         """float32 [1024, P]: each character's hidden state repeated over its phones."""
@@ -41,3 +38,15 @@ class BertEncoder:
                 f"BERT returned {hidden.shape[0]} tokens for {len(word2ph)} characters: {phonemes.bert_text!r}"
             )
         return np.repeat(hidden[: len(word2ph)], word2ph, axis=0).T.astype(np.float32, copy=False)
+
+
+def load_tokenizer(folder: Path) -> Any:
+    """The character tokenizer of the BERT (vocab.txt), as hayakoe loads it.
+
+    The class is named directly: AutoTokenizer would import torch where it is
+    installed. A `tokenizer.json` beside it (ku-nlp's folder has a WordPiece
+    one, which splits differently) is not read.
+    """
+    from transformers.models.bert_japanese.tokenization_bert_japanese import BertJapaneseTokenizer
+
+    return BertJapaneseTokenizer.from_pretrained(str(folder), local_files_only=True)
