@@ -15,6 +15,7 @@ import shlex
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import __version__
 from ..store import DEFAULT_REPO, check_voice_name
@@ -27,6 +28,10 @@ from .common import (
     settings_from,
     setup_logging,
 )
+
+if TYPE_CHECKING:
+    from ..server.config import ServerConfig
+    from ..web.app import WebFrontEnd
 
 DEFAULT_URI = "tcp://127.0.0.1:10200"
 ENV_ARGS = "WYOMING_HAYAKOE_ARGS"
@@ -64,6 +69,20 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="IP",
         help="Address to advertise over mDNS (default: this host's LAN address when bound to 0.0.0.0)",
+    )
+    server.add_argument(
+        "--http-uri",
+        default=None,
+        metavar="URI",
+        help="Serve the web page (voices, readings, the user dictionary) on http://HOST:PORT, "
+        "e.g. http://127.0.0.1:8099 (default: off)",
+    )
+    server.add_argument(
+        "--http-allow",
+        action="append",
+        default=[],
+        metavar="ADDR",
+        help="Take web requests only from this address or network (repeatable; default: from everyone)",
     )
     server.add_argument(
         "--no-streaming",
@@ -222,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
 
             ipaddress.ip_address(config.zeroconf_host)
         listener.bind()  # a port in use is reported now, not after the models load
+        front_ends = _web_front_ends(args, config, log)
     except (StartupError, ValueError) as err:  # InvalidSettings, InvalidVoiceName, bad URI, address or port
         log.error("%s", err)
         return 2
@@ -232,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         selection = ensure_voices(config)  # may download configured voices
         from ..server.app import run_server  # the engine: heavy imports only now
 
-        run_server(config, listener, selection)
+        run_server(config, listener, selection, front_ends)
     except StartupError as err:
         log.error("%s", err)
         return 2
@@ -240,7 +260,29 @@ def main(argv: list[str] | None = None) -> int:
         log.info("Stopped before the server was ready")
     finally:
         listener.close()  # the address, if serving never began
+        for front_end in front_ends:
+            front_end.close()
     return 0
+
+
+def _web_front_ends(args: argparse.Namespace, config: ServerConfig, log: logging.Logger) -> list[WebFrontEnd]:
+    """The web page's server, bound now, if `--http-uri` asks for one (ValueError, StartupError if not possible).
+
+    With it, a `--dictionary` file that does not exist yet is no error when
+    its folder does: the page creates it on the first save.
+    """
+    if args.http_uri is None:
+        if args.http_allow:
+            raise ValueError("--http-allow needs --http-uri")
+        return []
+    from ..web.app import WebFrontEnd
+
+    web = WebFrontEnd(args.http_uri, args.http_allow, args.dictionary)
+    if config.dictionary is not None and not config.dictionary.exists() and config.dictionary.parent.is_dir():
+        log.info("User dictionary %s does not exist yet: the web page creates it when it saves", config.dictionary)
+        config.dictionary = None
+    web.bind()
+    return [web]
 
 
 def run() -> None:

@@ -51,6 +51,18 @@ class UnknownVoice(KeyError):
 
 
 @dataclass(frozen=True)
+class KeptWords:
+    """The Latin surfaces of a user dictionary, as the rewrite and the frontends leave them for OpenJTalk."""
+
+    reader: HomeAssistantReader
+    normalizer: frozenset[str]
+
+    @classmethod
+    def of(cls, keep_words: Sequence[str]) -> KeptWords:
+        return cls(HomeAssistantReader(keep_words), frozenset(w.replace(" ", "") for w in keep_words))
+
+
+@dataclass(frozen=True)
 class TextPlan:
     """A text as the engine speaks it: rewritten to plain Japanese, split into bounded sentences."""
 
@@ -103,6 +115,21 @@ class Engine:
         names = list(voices) if voices else installed_voices(dirs)
         loaded = [Voice.load(find_voice(dirs, name), frontend_for, cache, threads) for name in dict.fromkeys(names)]
         return cls(bert, loaded, HomeAssistantReader(keep_words))
+
+    @property
+    def kept_words(self) -> KeptWords:
+        """The words left for OpenJTalk now (restore them with `keep_words`)."""
+        frontends = [voice.frontend.keep_words for voice in self.voices.values()]
+        return KeptWords(self.reader, frontends[0] if frontends else frozenset())
+
+    def keep_words(self, kept: KeptWords) -> None:
+        """From now on, leave `kept` for OpenJTalk: a new user dictionary's surfaces, in the rewrite and every frontend.
+
+        Call it where the worker cannot be running a step (on the worker itself).
+        """
+        self.reader = kept.reader
+        for voice in self.voices.values():
+            voice.frontend.keep_words = kept.normalizer
 
     def voice(self, name: str) -> Voice:
         try:

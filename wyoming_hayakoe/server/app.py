@@ -6,7 +6,9 @@ import asyncio
 import logging
 import signal
 import time
+from collections.abc import Sequence
 from functools import partial
+from typing import Protocol
 
 from ..engine.engine import Engine
 from ..engine.settings import SynthesisSettings
@@ -22,6 +24,14 @@ from .service import ServerOptions, Service
 from .zeroconf import ZeroconfAdvertiser, advertised_address, default_service_name
 
 _LOGGER = logging.getLogger(__name__)
+
+
+class FrontEnd(Protocol):
+    """Another way in to the same service (the web page): started once the server listens, stopped before it."""
+
+    async def start(self, service: Service) -> None: ...
+
+    async def stop(self) -> None: ...
 
 
 def load_engine(config: ServerConfig, selection: VoiceSelection) -> tuple[Engine, str]:
@@ -82,8 +92,10 @@ def build_service(config: ServerConfig, engine: Engine, default_voice: str, sche
     return Service(engine, scheduler, options, cards)
 
 
-async def serve(config: ServerConfig, service: Service, listener: Listener) -> None:
-    """Serve on the bound `listener` until SIGTERM/SIGINT (or, for stdio, until stdin closes)."""
+async def serve(
+    config: ServerConfig, service: Service, listener: Listener, front_ends: Sequence[FrontEnd] = ()
+) -> None:
+    """Serve on the bound `listener` (and `front_ends`) until SIGTERM/SIGINT (or, for stdio, until stdin closes)."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -95,7 +107,11 @@ async def serve(config: ServerConfig, service: Service, listener: Listener) -> N
     await listener.start(partial(HayakoeHandler, service))
     _LOGGER.info("Listening on %s", listener.address)
     advertiser: ZeroconfAdvertiser | None = None
+    started: list[FrontEnd] = []
     try:
+        for front_end in front_ends:
+            await front_end.start(service)
+            started.append(front_end)
         if config.zeroconf is not None:
             assert listener.host is not None and listener.port is not None
             try:
@@ -114,6 +130,8 @@ async def serve(config: ServerConfig, service: Service, listener: Listener) -> N
             task.cancel()
         _LOGGER.info("Shutting down")
     finally:
+        for front_end in started:
+            await front_end.stop()
         if advertiser is not None:
             try:
                 await asyncio.wait_for(advertiser.unregister(), 5)
@@ -127,14 +145,19 @@ async def serve(config: ServerConfig, service: Service, listener: Listener) -> N
                 pass
 
 
-def run_server(config: ServerConfig, listener: Listener, selection: VoiceSelection | None = None) -> None:
-    """Load, serve on the bound `listener`, shut down. Raises StartupError for configuration problems."""
+def run_server(
+    config: ServerConfig,
+    listener: Listener,
+    selection: VoiceSelection | None = None,
+    front_ends: Sequence[FrontEnd] = (),
+) -> None:
+    """Load, serve on the bound `listener` and `front_ends`, shut down. Raises StartupError for configuration problems."""
     engine, default_voice = load_engine(config, selection or ensure_voices(config))
     scheduler = Scheduler(max_requests=config.max_queue)
     scheduler.start()
     service = build_service(config, engine, default_voice, scheduler)
     try:
-        asyncio.run(serve(config, service, listener))
+        asyncio.run(serve(config, service, listener, front_ends))
     finally:
         if not scheduler.close(timeout=10):
             _LOGGER.warning("The inference worker did not stop in time")

@@ -31,6 +31,8 @@ speaks — is analysed in one piece, exactly as before.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,8 @@ import pyopenjtalk
 from .errors import UserDictionaryError
 
 Features = list[dict[str, Any]]
+#: pyopenjtalk's handle on one OpenJTalk (with or without a user dictionary): entered, it lends it out.
+Analyser = Callable[[], AbstractContextManager[Any]]
 
 #: Widened bytes per OpenJTalk call (it crashes from about 8,200).
 MAX_PIECE_BYTES = 4096
@@ -158,13 +162,27 @@ def compile_user_dictionary(csv_path: Path, dic_path: Path) -> None:
     pyopenjtalk.mecab_dict_index(str(csv_path), str(dic_path))
 
 
-def use_user_dictionary(dic_path: Path) -> None:
-    """Make every later analysis use the compiled user dictionary ``dic_path`` (global state).
+def make_analyser(dic_path: Path | None) -> Analyser:
+    """An OpenJTalk with the compiled user dictionary ``dic_path`` (None: its own dictionary only), not yet in use."""
+    system_dictionary_dir()
+    userdic = str(dic_path).encode("utf-8") if dic_path is not None else b""
+    jtalk = pyopenjtalk.OpenJTalk(dn_mecab=pyopenjtalk.OPEN_JTALK_DICT_DIR, userdic=userdic)
+    return pyopenjtalk._global_instance_manager(instance=jtalk)
 
-    Only :meth:`.state.TextState.use_user_dictionary` calls this: it also
-    drops the readings cached with the dictionary used before.
+
+def current_analyser() -> Analyser:
+    """The OpenJTalk every analysis uses now."""
+    return pyopenjtalk._global_jtalk
+
+
+def use_analyser(analyser: Analyser) -> None:
+    """Make every later analysis use ``analyser`` (global state; once the one in use is free).
+
+    Only :class:`.state.TextState` calls this: it also swaps the readings
+    cached with the dictionary used before.
     """
-    pyopenjtalk.update_global_jtalk_with_user_dict(str(dic_path))
+    with pyopenjtalk._global_jtalk():
+        pyopenjtalk._global_jtalk = analyser
 
 
 __all__ = [
@@ -174,11 +192,13 @@ __all__ = [
     "check_dictionary_source",
     "clean",
     "compile_user_dictionary",
+    "current_analyser",
     "is_kana",
     "label_groups",
+    "make_analyser",
     "pieces",
     "run_frontend",
     "system_dictionary_dir",
-    "use_user_dictionary",
+    "use_analyser",
     "widened_bytes",
 ]

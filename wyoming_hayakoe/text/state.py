@@ -16,13 +16,19 @@ Readings are looked up and cached under the same lock, so none made with the
 old dictionary can be cached after the change.  The engine reads text from
 one worker thread; the lock keeps a reader on another thread (a web page)
 safe too.
+
+:meth:`TextState.lent` puts another dictionary in place for a while (a web
+page trying an entry before it is saved): its own OpenJTalk and reading
+cache, swapped in and back under the lock, so the cache of the dictionary in
+use never sees its readings and no generation passes.
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -40,6 +46,15 @@ Analysis = tuple[tuple[str, str], ...]
 E2KModels = tuple[Callable[[str], str], Callable[[str], bool]]
 
 
+class Lexicon:
+    """A user dictionary as the text state uses it: its own OpenJTalk and the readings cached with it."""
+
+    def __init__(self, dic_path: Path | None) -> None:
+        """``dic_path``: a compiled user dictionary, or None for OpenJTalk's own dictionary only."""
+        self.analyser = openjtalk.make_analyser(dic_path)
+        self.analysis = lru_cache(maxsize=16384)(TextState._analyse)
+
+
 class TextState:
     """Owns pyopenjtalk's user dictionary, the reading cache over it and the e2k models."""
 
@@ -55,12 +70,29 @@ class TextState:
         """Dictionaries installed so far: a cache over readings made at another generation is stale."""
         return self._generation
 
-    def use_user_dictionary(self, dic_path: Path) -> None:
-        """Make every later analysis use the compiled user dictionary ``dic_path``."""
+    def use_user_dictionary(self, dic_path: Path | None) -> None:
+        """Make every later analysis use the compiled user dictionary ``dic_path`` (None: none at all)."""
+        self.use(Lexicon(dic_path))
+
+    def use(self, lexicon: Lexicon) -> None:
+        """Make every later analysis use ``lexicon`` (a dictionary compiled before, see :class:`Lexicon`)."""
         with self._lock:
-            openjtalk.use_user_dictionary(dic_path)
-            self._analysis.cache_clear()
+            openjtalk.use_analyser(lexicon.analyser)
+            self._analysis = lexicon.analysis
             self._generation += 1
+
+    @contextmanager
+    def lent(self, lexicon: Lexicon) -> Iterator[None]:
+        """Within: every analysis uses ``lexicon``; after it, the dictionary and cache in use before."""
+        with self._lock:
+            analyser, analysis = openjtalk.current_analyser(), self._analysis
+            openjtalk.use_analyser(lexicon.analyser)
+            self._analysis = lexicon.analysis
+            try:
+                yield
+            finally:
+                openjtalk.use_analyser(analyser)
+                self._analysis = analysis
 
     def native_reading(self, word: str, *, whole_word: bool = False) -> str | None:
         """Katakana reading of ``word`` from OpenJTalk's dictionary, or None if it does not know it.
@@ -107,4 +139,4 @@ class TextState:
 #: The one owner of the process-wide text state.
 STATE = TextState()
 
-__all__ = ["STATE", "TextState"]
+__all__ = ["STATE", "Lexicon", "TextState"]

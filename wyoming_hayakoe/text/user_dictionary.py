@@ -29,16 +29,16 @@ priority
     dictionary when both could split the text.
 
 Applying a dictionary changes pyopenjtalk's global state, so it is an
-explicit call, made once at start-up: ``apply_user_dictionary(path)``.  It
-goes through :data:`.state.STATE`, which also drops the readings cached
-with the dictionary used before.
+explicit call: ``apply_user_dictionary(path)`` at start-up, or
+:meth:`UserDictionary.apply` to replace the dictionary in use (a web page
+saving its edits).  It goes through :data:`.state.STATE`, which also drops
+the readings cached with the dictionary used before.
 The dictionary is compiled with pyopenjtalk's ``mecab_dict_index`` into a
-temporary directory kept for the life of the process.
+temporary directory, removed once OpenJTalk has loaded it.
 """
 
 from __future__ import annotations
 
-import atexit
 import ctypes
 import logging
 import os
@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import UserDictionaryError
-from .state import STATE
+from .state import STATE, Lexicon
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +86,16 @@ class DictionaryEntry:
     accent: int
     priority: int = DEFAULT_PRIORITY
     line: int = 0
+    estimated: bool = False  # the accent was not given: e2k's estimate
+
+    def as_line(self) -> str:
+        """The entry as a line of a dictionary file (an estimated accent is left for the next reader to estimate)."""
+        fields = [self.surface, self.reading, "" if self.estimated else str(self.accent), str(self.priority)]
+        if self.priority == DEFAULT_PRIORITY:
+            fields.pop()
+            if self.estimated:
+                fields.pop()
+        return ", ".join(fields)
 
     @property
     def key(self) -> str:
@@ -154,6 +164,71 @@ def _guess_accent(reading: str) -> int:
     return min(max(accent, 0), count_morae(reading))
 
 
+#: The fields of an entry, as :class:`FieldProblem` names them.
+FIELDS = ("surface", "reading", "accent", "priority")
+
+
+@dataclass(frozen=True)
+class FieldProblem:
+    """Why one field of an entry cannot be used."""
+
+    field: str  # one of FIELDS
+    message: str
+
+
+def clean_field(text: str) -> str:
+    """A field as the file format reads it: NFKC, trimmed, runs of white space as one space."""
+    return re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text).strip())
+
+
+def check_entry(
+    surface: str, reading: str, accent: str = "", priority: str = "", line: int = 0
+) -> tuple[DictionaryEntry | None, list[FieldProblem]]:
+    """One entry from its fields as text (accent and priority may be empty), or what is wrong with each field.
+
+    The file's rules: every problem found is listed, the entry only when there is none.
+    """
+    surface, reading, accent, priority = (clean_field(f) for f in (surface, reading, accent, priority))
+    reading = to_katakana(reading.replace(" ", ""))
+    problems = [
+        FieldProblem(name, message)
+        for name, message in (("surface", _check_surface(surface)), ("reading", _check_reading(reading)))
+        if message
+    ]
+    morae = count_morae(reading)
+    value: int | None = None
+    if accent != "":
+        if not re.fullmatch(r"\d+", accent):
+            problems.append(FieldProblem("accent", f"accent {accent!r} must be a whole number from 0 to {morae}"))
+        elif int(accent) > morae:
+            problems.append(
+                FieldProblem(
+                    "accent", f"accent {int(accent)} is past the end of {reading!r} ({morae} morae); use 0 to {morae}"
+                )
+            )
+        else:
+            value = int(accent)
+    rank = DEFAULT_PRIORITY
+    if priority != "":
+        if not re.fullmatch(r"\d+", priority) or not 1 <= int(priority) <= 10:
+            problems.append(FieldProblem("priority", f"priority {priority!r} must be a whole number from 1 to 10"))
+        else:
+            rank = int(priority)
+    if problems:
+        return None, problems
+    if value is None:
+        return DictionaryEntry(surface, reading, _guess_accent(reading), rank, line, estimated=True), []
+    return DictionaryEntry(surface, reading, value, rank, line), []
+
+
+def duplicate_problem(entry: DictionaryEntry, seen: dict[str, int], where: int) -> FieldProblem | None:
+    """The problem if ``entry`` repeats a surface already in ``seen`` (key → where); else notes it there."""
+    if entry.key in seen:
+        return FieldProblem("surface", f"{entry.surface!r} is already defined on line {seen[entry.key]}")
+    seen[entry.key] = where
+    return None
+
+
 def parse_user_dictionary(text: str, source: str = "<dictionary>") -> UserDictionary:
     """Parse dictionary text (see the module docstring for the format).
 
@@ -167,8 +242,7 @@ def parse_user_dictionary(text: str, source: str = "<dictionary>") -> UserDictio
         line = raw.strip().lstrip("\ufeff")
         if not line or line.startswith("#"):
             continue
-        fields = [unicodedata.normalize("NFKC", f).strip() for f in _FIELD_SPLIT_RE.split(line)]
-        fields = [re.sub(r"\s+", " ", f) for f in fields]
+        fields = [clean_field(f) for f in _FIELD_SPLIT_RE.split(line)]
         while len(fields) > 2 and fields[-1] == "":
             fields.pop()
         where = f"{source}:{number}"
@@ -178,35 +252,15 @@ def parse_user_dictionary(text: str, source: str = "<dictionary>") -> UserDictio
         if len(fields) > 4:
             errors.append(f"{where}: too many fields ({len(fields)}; at most 4: surface, reading, accent, priority)")
             continue
-        surface, reading = fields[0], to_katakana(fields[1].replace(" ", ""))
-        problem = _check_surface(surface) or _check_reading(reading)
-        if problem:
-            errors.append(f"{where}: {problem}")
+        surface, reading, accent, priority = [*fields, "", ""][:4]
+        entry, problems = check_entry(surface, reading, accent, priority, line=number)
+        if entry is not None:
+            duplicate = duplicate_problem(entry, seen, number)
+            problems = [duplicate] if duplicate else []
+        if problems:
+            errors.append(f"{where}: {problems[0].message}")
             continue
-        morae = count_morae(reading)
-        if len(fields) > 2 and fields[2] != "":
-            if not re.fullmatch(r"\d+", fields[2]):
-                errors.append(f"{where}: accent {fields[2]!r} must be a whole number from 0 to {morae}")
-                continue
-            accent = int(fields[2])
-            if accent > morae:
-                errors.append(
-                    f"{where}: accent {accent} is past the end of {reading!r} ({morae} morae); use 0 to {morae}"
-                )
-                continue
-        else:
-            accent = _guess_accent(reading)
-        priority = DEFAULT_PRIORITY
-        if len(fields) > 3 and fields[3] != "":
-            if not re.fullmatch(r"\d+", fields[3]) or not 1 <= int(fields[3]) <= 10:
-                errors.append(f"{where}: priority {fields[3]!r} must be a whole number from 1 to 10")
-                continue
-            priority = int(fields[3])
-        entry = DictionaryEntry(surface, reading, accent, priority, number)
-        if entry.key in seen:
-            errors.append(f"{where}: {surface!r} is already defined on line {seen[entry.key]}")
-            continue
-        seen[entry.key] = number
+        assert entry is not None
         entries.append(entry)
     if errors:
         raise UserDictionaryError(f"{len(errors)} problem(s) in the user dictionary:\n" + "\n".join(errors))
@@ -289,7 +343,6 @@ class UserDictionary:
     def __init__(self, entries: Iterable[DictionaryEntry], source: str = "<dictionary>") -> None:
         self.entries = list(entries)
         self.source = source
-        self._compiled_dir: str | None = None
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -332,26 +385,42 @@ class UserDictionary:
         return dic_path
 
     def apply(self) -> None:
-        """Compile and install into pyopenjtalk's global OpenJTalk (global state, see :mod:`.state`)."""
-        if not self.entries:
-            logger.info("User dictionary %s is empty; nothing to apply", self.source)
-            return
-        if self._compiled_dir is None:
-            self._compiled_dir = tempfile.mkdtemp(prefix="wyoming-hayakoe-dict-")
-            atexit.register(shutil.rmtree, self._compiled_dir, True)
-        dic_path = self.compile(self._compiled_dir)
-        STATE.use_user_dictionary(dic_path)
+        """Compile and install into pyopenjtalk's global OpenJTalk, in place of any before (see :mod:`.state`)."""
+        with self._compiled() as dic_path:
+            STATE.use_user_dictionary(dic_path)
         logger.info("Applied user dictionary %s (%d words)", self.source, len(self.entries))
+
+    def lexicon(self) -> Lexicon:
+        """The dictionary ready to be lent for a while (:meth:`.state.TextState.lent`), not in use."""
+        with self._compiled() as dic_path:
+            return Lexicon(dic_path)
+
+    @contextmanager
+    def _compiled(self) -> Iterator[Path | None]:
+        """Compiled in a temporary folder (None when empty), removed once OpenJTalk has loaded it."""
+        if not self.entries:
+            yield None
+            return
+        folder = tempfile.mkdtemp(prefix="wyoming-hayakoe-dict-")
+        try:
+            yield self.compile(folder)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 __all__ = [
     "DEFAULT_PRIORITY",
     "MAX_READING_CHARS",
     "MAX_SURFACE_CHARS",
+    "FIELDS",
     "DictionaryEntry",
+    "FieldProblem",
     "UserDictionary",
     "UserDictionaryError",
+    "check_entry",
+    "clean_field",
     "count_morae",
+    "duplicate_problem",
     "load_user_dictionary",
     "parse_user_dictionary",
     "to_katakana",
