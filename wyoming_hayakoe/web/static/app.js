@@ -218,12 +218,17 @@
   class Player {
     constructor() {
       this.context = null;
-      this.session = null;
+      this.session = null; // the playback running now, if any
+      this.latest = null; // the playback started last, running or not
       this.wavUrl = null;
     }
 
     supported() {
       return typeof ReadableStream !== "undefined" && typeof AudioContext !== "undefined";
+    }
+
+    playing() {
+      return this.session !== null;
     }
 
     stop() {
@@ -238,35 +243,38 @@
       }
     }
 
-    async contextAt(rate) {
+    /** The context for `rate`, made (or resumed) without waiting, so a click's user activation still counts. */
+    contextAt(rate) {
       if (!this.context || this.context.sampleRate !== rate) {
-        if (this.context) this.context.close();
+        this.context?.close();
         this.context = new AudioContext({ sampleRate: rate, latencyHint: "playback" });
       }
-      if (this.context.state === "suspended") await this.context.resume();
+      if (this.context.state === "suspended") this.context.resume();
       return this.context;
     }
 
-    /** POSTs `body` to `path` and plays the answer; `report` hears about progress. */
-    async play(path, body, report) {
+    /**
+     * POSTs `body` to `path` and plays the answer; `report` hears about progress.
+     * `expectedRate` (the voice's) lets the audio context start within the click.
+     */
+    async play(path, body, report, expectedRate) {
       this.stop();
-      const session = { controller: new AbortController(), sources: [], pcm: [], samples: 0 };
+      const session = { controller: new AbortController(), sources: [], pcm: [], played: [], samples: 0 };
       this.session = session;
+      this.latest = session;
       window.hayakoeLastAudio = null;
       const started = performance.now();
+      let context = this.contextAt(expectedRate);
       let firstAudio = null;
-      let rate = 0;
       let outcome = "done";
       let problem = "";
       report("waiting");
       try {
-        // The context is made before the first await so the click's user activation still counts.
-        this.context?.resume();
         const response = await request(path, "POST", body, session.controller.signal);
-        rate = Number(response.headers.get("X-Sample-Rate"));
+        const rate = Number(response.headers.get("X-Sample-Rate"));
         if (!(rate > 0)) throw new Error(t("noRate"));
         report("headers", { response });
-        const context = await this.contextAt(rate);
+        if (rate !== context.sampleRate) context = this.contextAt(rate);
         let next = 0;
         let odd = null;
         const reader = response.body.getReader();
@@ -287,6 +295,7 @@
           next = when + buffer.duration;
           session.sources.push(source);
           session.pcm.push(pcm);
+          session.played.push(channel);
           session.samples += pcm.length;
           if (firstAudio === null) {
             firstAudio = (performance.now() - started) / 1000;
@@ -300,25 +309,28 @@
       } finally {
         if (this.session === session) this.session = null;
       }
+      // A newer playback took over (and stopped this one): it owns the page's audio now.
+      if (this.latest !== session) return;
       const wall = (performance.now() - started) / 1000;
-      const audio = rate ? session.samples / rate : 0;
+      const rate = context.sampleRate;
+      const audio = session.samples / rate;
+      const realTimeFactor = audio / wall;
       window.hayakoeLastAudio = {
         sampleRate: rate,
-        samples: joinedFloat32(session.pcm, session.samples),
+        samples: joined(session.played, session.samples),
         complete: outcome === "done",
         firstAudioSeconds: firstAudio,
-        realTimeFactor: wall > 0 ? audio / wall : null,
+        realTimeFactor,
       };
       this.offerWav(session.pcm, session.samples, rate);
       if (outcome === "done" && session.samples === 0) throw new Error(t("noAudio"));
-      const vars = {
+      report(outcome, {
         first: firstAudio === null ? "–" : seconds(firstAudio),
-        rtf: (audio / wall).toFixed(2),
+        rtf: realTimeFactor.toFixed(2),
         audio: seconds(audio),
         wall: seconds(wall),
         message: problem,
-      };
-      report(outcome, vars);
+      });
     }
 
     offerWav(pcm, samples, rate) {
@@ -347,11 +359,12 @@
     return [pcm, data.length % 2 ? data[data.length - 1] : null];
   }
 
-  function joinedFloat32(pieces, total) {
+  /** The samples handed to Web Audio, in one array (for tests, see `window.hayakoeLastAudio`). */
+  function joined(pieces, total) {
     const out = new Float32Array(total);
     let at = 0;
     for (const piece of pieces) {
-      for (let i = 0; i < piece.length; i++) out[at + i] = piece[i] / 32768;
+      out.set(piece, at);
       at += piece.length;
     }
     return out;
@@ -385,7 +398,7 @@
       if (state === "headers") return extra(vars.response);
       errorLine.textContent = state === "cut" ? t("cutShort", vars) : "";
       statusLine.textContent = state === "cut" ? t("stopped", vars) : t(state, vars);
-      $("stop").disabled = !["waiting", "playing"].includes(state);
+      $("stop").disabled = !player.playing();
     };
   }
 
@@ -395,11 +408,11 @@
       return;
     }
     try {
-      await player.play(path, body, reporter(statusLine, errorLine, extra));
+      await player.play(path, body, reporter(statusLine, errorLine, extra), voiceByName(body.voice).sample_rate);
     } catch (error) {
       statusLine.textContent = "";
       errorLine.textContent = error.message;
-      $("stop").disabled = true;
+      $("stop").disabled = !player.playing();
       throw error;
     }
   }
