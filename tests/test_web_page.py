@@ -18,7 +18,8 @@ import re
 import socket
 import time
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import aiohttp
@@ -79,22 +80,25 @@ def dictionary_file(tmp_path_factory) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def server(standin_dir, dictionary_file):
+@contextmanager
+def web_server(data_dir: Path, *args: str) -> Iterator[ha.ServerProcess]:
     """The server with its web page on a free loopback port; deterministic audio (SHARED_ARGS)."""
-    port = _free_port()
-    http = f"http://127.0.0.1:{port}"
-    with ha.ServerProcess(
-        standin_dir, *ha.SHARED_ARGS, "--http-uri", http, "--dictionary", str(dictionary_file)
-    ).start() as process:
+    http = f"http://127.0.0.1:{_free_port()}"
+    with ha.ServerProcess(data_dir, *ha.SHARED_ARGS, "--http-uri", http, *args).start() as process:
         _wait_for_http(f"{http}/api/info", process)
         process.http = http  # type: ignore[attr-defined]
         yield process
 
 
-@pytest.fixture
-async def ingress(server) -> AsyncIterator[str]:
-    """The Supervisor's ingress proxy in miniature; yields the page's URL under the prefix.
+@pytest.fixture(scope="module")
+def server(standin_dir, dictionary_file):
+    with web_server(standin_dir, "--dictionary", str(dictionary_file)) as process:
+        yield process
+
+
+@asynccontextmanager
+async def ingress_proxy(upstream: str) -> AsyncIterator[str]:
+    """The Supervisor's ingress proxy in miniature, in front of `upstream`; yields the page's URL under the prefix.
 
     Like the Supervisor, it passes the browser's headers (Host and Origin
     included) through, adds X-Ingress-Path and X-Forwarded-For, and streams
@@ -106,7 +110,7 @@ async def ingress(server) -> AsyncIterator[str]:
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
         headers["X-Ingress-Path"] = PREFIX
         headers["X-Forwarded-For"] = request.remote or "127.0.0.1"
-        url = f"{server.http}/{request.match_info['path']}"
+        url = f"{upstream}/{request.match_info['path']}"
         async with session.request(
             request.method, url, params=request.query, headers=headers, data=await request.read(), allow_redirects=False
         ) as answer:
@@ -132,6 +136,12 @@ async def ingress(server) -> AsyncIterator[str]:
     finally:
         await runner.cleanup()
         await session.close()
+
+
+@pytest.fixture
+async def ingress(server) -> AsyncIterator[str]:
+    async with ingress_proxy(server.http) as url:
+        yield url
 
 
 @pytest.fixture
@@ -341,6 +351,32 @@ async def test_dictionary_fix_is_heard_on_the_page_and_by_wyoming(server, ingres
     assert control_after.audio == control_before.audio
     assert after.audio != before.audio
     assert page.problems == []
+
+
+async def test_bad_request_is_shown_and_the_page_keeps_working(server, ingress, browser):
+    page = await open_page(browser, ingress)
+    await page.fill("#text", "")
+    await page.click("#speak")
+    await page.wait_for_function("document.querySelector('#speak-error').textContent !== ''")
+    assert await page.get_attribute("#text", "aria-invalid") == "true"
+    assert await page.text_content("#speak-status") == ""
+    await page.fill("#text", "はい。")
+    assert await page.get_attribute("#text", "aria-invalid") is None  # typing clears the mark
+    await page.click("#speak")
+    await decoded_audio(page)
+    assert await page.text_content("#speak-error") == ""
+    assert page.problems == []
+
+
+async def test_dictionary_editor_is_off_without_a_dictionary_file(standin_dir, browser):
+    with web_server(standin_dir, "--load-voice", "standin-a") as plain:
+        async with ingress_proxy(plain.http) as url:
+            page = await open_page(browser, url)
+            notice = page.locator("#dictionary-disabled")
+            assert await notice.is_visible()
+            assert "--dictionary FILE" in await notice.text_content()
+            assert await page.is_disabled("#add-entry") and await page.is_disabled("#save-dictionary")
+            assert page.problems == []
 
 
 async def test_language_and_colour_scheme_follow_the_browser(server, ingress, browser):
