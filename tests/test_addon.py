@@ -86,6 +86,8 @@ def test_config_shape(config):
     assert "*.onnx" in config["backup_exclude"]
     assert "cache" in config["backup_exclude"], "the run script's --cache-dir, /data/cache"
     assert "image" not in config, "no published images yet: the Supervisor must build locally"
+    assert config["ingress"] is True and config.get("ingress_port", 8099) == 8099, "the run script's --http-uri"
+    assert config["panel_icon"].startswith("mdi:") and config["panel_title"] == "HayaKoe"
     assert re.fullmatch(r"\d+\.\d+\.\d+", str(config["version"]))
 
 
@@ -456,6 +458,8 @@ def test_run_script_passes_every_option(tmp_path):
     assert flag(argv, "--download-dir") == [str(addon.data)]
     assert flag(argv, "--cache-dir") == [str(addon.data / "cache")], "the optimized models persist in /data"
     assert "--dictionary" not in argv
+    assert flag(argv, "--http-uri") == ["http://0.0.0.0:8099"], "the ingress port (config.yaml's default)"
+    assert flag(argv, "--http-allow") == ["172.30.32.2"], "only the Supervisor's ingress proxy"
 
     # Every flag must exist in the server's command line.
     from wyoming_hayakoe.cli.serve import build_parser
@@ -547,10 +551,12 @@ def test_dictionary_unset_uses_the_default_file(tmp_path, unset):
 
 
 @needs_bash
-def test_dictionary_unset_without_the_default_file_means_no_dictionary(tmp_path):
+def test_dictionary_unset_without_the_default_file_is_the_one_the_page_creates(tmp_path):
     addon = dictionary_addon(tmp_path)
     write_dictionary(addon.share / "other.txt")  # not looked for without the option
-    assert dictionary_flag(addon, OPTIONS) == []
+    default = addon.share / "dictionary.txt"
+    assert dictionary_flag(addon, OPTIONS) == [str(default.resolve())]
+    assert not default.exists(), "made by the web page on its first save, not by the run script"
 
 
 @needs_bash

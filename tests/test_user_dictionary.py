@@ -17,6 +17,7 @@ from wyoming_hayakoe.text import TextError, openjtalk
 from wyoming_hayakoe.text.user_dictionary import (
     DictionaryEntry,
     UserDictionaryError,
+    check_entry,
     count_morae,
     load_user_dictionary,
     parse_user_dictionary,
@@ -216,3 +217,22 @@ def test_speak_needs_voice_and_output_without_reading():
     result = speak_cli("--text", "こんにちは")
     assert result.returncode == 2
     assert "--voice" in result.stderr and "--output" in result.stderr
+
+
+def test_entries_written_back_read_the_same():
+    """The lines the web page saves parse to the same entries; an estimated accent stays estimated."""
+    source = "Hue, ヒュー, 1\nSwitchBot, すいっちぼっと\n瑞穂, みずほ, , 8\nLiving Room, リビングルーム, 4, 5\n"
+    entries = parse_user_dictionary(source).entries
+    written = "".join(entry.as_line() + "\n" for entry in entries)
+    again = parse_user_dictionary(written).entries
+    fields = [(e.surface, e.reading, e.accent, e.priority, e.estimated) for e in entries]
+    assert [(e.surface, e.reading, e.accent, e.priority, e.estimated) for e in again] == fields
+    assert [e.estimated for e in entries] == [False, True, True, False]
+    assert "SwitchBot, スイッチボット\n" in written and "瑞穂, ミズホ, , 8\n" in written
+
+
+def test_every_field_problem_of_an_entry_is_named():
+    entry, problems = check_entry("R2D2", "hyu-", "x", "11")
+    assert entry is None
+    assert [p.field for p in problems] == ["surface", "reading", "accent", "priority"]
+    assert all(p.message for p in problems)

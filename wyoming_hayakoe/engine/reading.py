@@ -8,6 +8,7 @@ model work: run it where the synthesis runs (the worker).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from ..text import UnpronounceableText
@@ -58,6 +59,15 @@ def read_text(engine: Engine, voice: Voice, text: str, settings: SynthesisSettin
             phrases = []
         readings.append(SentenceReading(sentence, after[index] if index < len(after) else None, phrases))
     return TextReading(plan.text, readings)
+
+
+def log_reading(
+    logger: logging.Logger, label: str, engine: Engine, voice: str, text: str, settings: SynthesisSettings
+) -> None:
+    """When `logger` debugs: one block saying how a request's text is read (on the worker; no model runs)."""
+    if logger.isEnabledFor(logging.DEBUG):
+        reading = read_text(engine, engine.voice(voice), text, settings, pauses=False)
+        logger.debug("%s:\n%s", label, reading.describe(text))
 
 
 def _pauses(

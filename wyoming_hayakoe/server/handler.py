@@ -25,12 +25,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 
 from wyoming.event import Event, async_write_event
 from wyoming.info import Describe
 from wyoming.ping import Ping, Pong
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
 
+from ..engine.reading import log_reading
 from ..engine.settings import SynthesisSettings
 from ..engine.speech import Speech, play
 from ..worker import Lane, LaneClosed
@@ -321,6 +323,8 @@ class HayakoeHandler:
         out = AudioOut(self.write_event, speech.voice.sample_rate, self.service.options.samples_per_chunk)
         error: RequestError | None = None
         try:
+            if _LOGGER.isEnabledFor(logging.DEBUG):
+                await lane.run(lambda: log_reading(_LOGGER, label, engine, voice_name, text, settings))
             await play(speech, speech.text(text), out, lane.run)
             error = nothing_spoken(speech.result)
         except LaneClosed:  # only `stop` closes the lane of a running synthesize
@@ -389,6 +393,7 @@ class HayakoeHandler:
     async def _stream_out(self, stream: Stream) -> None:
         error: RequestError | None = None
         out: AudioOut | None = None
+        spoken: list[str] = []
         if stream.failed or stream.speech is None or stream.lane is None:
             error = await stream.error()
         else:
@@ -396,6 +401,7 @@ class HayakoeHandler:
             out = AudioOut(self.write_event, speech.voice.sample_rate, self.service.options.samples_per_chunk)
             try:
                 async for sentence in stream.sentences():
+                    spoken.append(sentence)
                     await play(speech, speech.sentence(sentence), out, lane.run)
                 error = nothing_spoken(speech.result)
             except StreamFailed as failed:
@@ -409,8 +415,16 @@ class HayakoeHandler:
                 stream.fail(internal_error())
                 error = await stream.error()
         await self._end(stream.label, out, error, stream)
-        if out is not None and stream.speech is not None and error is None:
+        if out is not None and stream.speech is not None and stream.lane is not None and error is None:
             _log_done(stream.label, stream.voice, stream.length, stream.speech, out)
+            if _LOGGER.isEnabledFor(logging.DEBUG):  # the text is complete only now, its audio sent
+                speech, text = stream.speech, "".join(spoken)
+                with suppress(LaneClosed):  # the server stopping meanwhile
+                    await stream.lane.run(
+                        lambda: log_reading(
+                            _LOGGER, stream.label, speech.engine, speech.voice.name, text, speech.settings
+                        )
+                    )
 
 
 def _log_done(label: str, voice: str, chars: int, speech: Speech, out: AudioOut) -> None:

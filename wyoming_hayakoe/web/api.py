@@ -22,7 +22,7 @@ from aiohttp import web
 from wyoming.tts import SynthesizeVoice
 
 from .. import __version__
-from ..engine.reading import TextReading, read_text
+from ..engine.reading import TextReading, log_reading, read_text
 from ..engine.settings import BOUNDS, SynthesisSettings
 from ..engine.speech import RunStep, Speech, play
 from ..server.info import AMITARO, JVNV, TSUKUYOMI
@@ -37,6 +37,7 @@ from .requests import (
     ApiError,
     EntryErrors,
     json_object,
+    json_response,
     optional_string,
     raw_entries,
     raw_entry,
@@ -154,13 +155,6 @@ class Api:
             except LaneClosed:
                 raise ApiError(Codes.SHUTTING_DOWN, "The server is shutting down") from None
 
-    def _log_reading(self, label: str, text: str, voice: str, settings: SynthesisSettings) -> None:
-        """On the worker, when debugging: how the request's text is read."""
-        if _LOGGER.isEnabledFor(logging.DEBUG):
-            engine = self.service.engine
-            reading = read_text(engine, engine.voice(voice), text, settings, pauses=False)
-            _LOGGER.debug("%s:\n%s", label, reading.describe(text))
-
     # -- info ------------------------------------------------------------------
 
     async def info(self, request: web.Request) -> web.Response:
@@ -184,7 +178,7 @@ class Api:
             name: {"min": low, "max": high, "default": getattr(defaults, name)} for name, (low, high) in BOUNDS.items()
         }
         dictionary = self.dictionary
-        return web.json_response(
+        return json_response(
             {
                 "version": __version__,
                 "default_voice": service.options.default_voice,
@@ -223,7 +217,8 @@ class Api:
         speech = Speech(self.service.engine, voice, settings, label)
         sink = PcmResponse(request, headers)
         try:
-            await run(lambda: self._log_reading(label, text, voice, settings))
+            if _LOGGER.isEnabledFor(logging.DEBUG):
+                await run(lambda: log_reading(_LOGGER, label, self.service.engine, voice, text, settings))
             await play(speech, speech.text(text), sink, run)
             failure = nothing_spoken(speech.result)
         except LaneClosed:
@@ -268,7 +263,7 @@ class Api:
             return found
 
         found = await self._on_worker(label, work)
-        return web.json_response(
+        return json_response(
             {
                 "rewritten": found.rewritten,
                 "sentences": [
@@ -309,11 +304,11 @@ class Api:
         }
 
     async def get_dictionary(self, request: web.Request) -> web.Response:
-        return web.json_response(await self._on_worker(self._label(request, "dictionary"), self._dictionary_body))
+        return json_response(await self._on_worker(self._label(request, "dictionary"), self._dictionary_body))
 
     async def put_dictionary(self, request: web.Request) -> web.Response:
         body = await json_object(request, ("entries",))
-        raw = raw_entries(body.get("entries"))
+        raw, shape_problems = raw_entries(body.get("entries"))
         if not self.dictionary.writable:
             path = self.dictionary.path
             where = f"{path} cannot be written" if path is not None else "no dictionary file is configured"
@@ -321,7 +316,7 @@ class Api:
         label = self._label(request, "save dictionary")
 
         def work() -> dict[str, Any]:
-            entries, problems = check_entries(raw)
+            entries, problems = check_entries(raw, shape_problems)
             if problems:
                 raise EntryErrors(problems)
             try:
@@ -331,7 +326,7 @@ class Api:
                 raise ApiError(Codes.INTERNAL, f"The dictionary could not be saved: {err}") from None
             return self._dictionary_body()
 
-        return web.json_response(await self._on_worker(label, work))
+        return json_response(await self._on_worker(label, work))
 
     async def try_entry(self, request: web.Request) -> web.StreamResponse:
         body = await json_object(request, ("entry", "text", "voice", "style"), too_large=Codes.TEXT_TOO_LONG)

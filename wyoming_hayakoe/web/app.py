@@ -40,7 +40,7 @@ from .requests import FORBIDDEN, NOT_FOUND, ApiError, EntryErrors
 _LOGGER = logging.getLogger(__name__)
 
 STATIC_DIR = Path(str(resources.files(__package__) / "static"))
-_INGRESS_PATH_RE = re.compile(r"/[A-Za-z0-9_./-]*")
+_INGRESS_PATH_RE = re.compile(r"/[A-Za-z0-9_-][A-Za-z0-9_./-]*")  # a path on this site, never //host
 _SAFE_METHODS = ("GET", "HEAD")
 _LOOPBACK_NAMES = ("localhost", "localhost.")
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
@@ -87,6 +87,11 @@ def _is_loopback_host(host: str) -> bool:
         return True
     address = _address(name)
     return address is not None and address.is_loopback
+
+
+async def _no_sniffing(request: web.Request, response: web.StreamResponse) -> None:
+    """Every answer is what its Content-Type says (no browser guessing a script out of it)."""
+    response.headers["X-Content-Type-Options"] = "nosniff"
 
 
 class WebFrontEnd:
@@ -142,6 +147,7 @@ class WebFrontEnd:
     def app(self, service: Service) -> web.Application:
         self._api = Api(service, DictionaryFile(self.dictionary_path, service.engine))
         app = web.Application(middlewares=[self._guard], client_max_size=max(service.options.max_data_bytes, 1 << 21))
+        app.on_response_prepare.append(_no_sniffing)
         app.add_routes([web.get("/", self._index), *self._api.routes()])
         app.router.add_static("/static/", STATIC_DIR)
         return app
@@ -192,7 +198,6 @@ class WebFrontEnd:
                 raise
             code = NOT_FOUND if err.status == 404 else Codes.BAD_REQUEST
             return ApiError(code, err.reason, status=err.status).response()
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
         return response
 
     def _refusal(self, request: web.Request) -> ApiError | None:

@@ -54,12 +54,16 @@ class RawEntry:
     priority: str
 
 
-def check_entries(entries: Sequence[RawEntry]) -> tuple[list[DictionaryEntry], list[EntryProblem]]:
-    """The entries by the file's own rules, or every problem (duplicates included)."""
+def check_entries(
+    entries: Sequence[RawEntry | None], problems: Sequence[EntryProblem] = ()
+) -> tuple[list[DictionaryEntry], list[EntryProblem]]:
+    """The entries by the file's own rules, or every problem (duplicates and the `problems` of those that are None too)."""
     checked: list[DictionaryEntry] = []
-    problems: list[EntryProblem] = []
+    problems = list(problems)
     seen: dict[str, int] = {}
     for index, raw in enumerate(entries):
+        if raw is None:
+            continue
         entry, found = check_entry(raw.surface, raw.reading, raw.accent, raw.priority, line=index + 1)
         if entry is not None:
             duplicate = duplicate_problem(entry, seen, index + 1)
@@ -67,6 +71,7 @@ def check_entries(entries: Sequence[RawEntry]) -> tuple[list[DictionaryEntry], l
         problems.extend(EntryProblem(index, p.field, p.message.replace(" on line ", " as entry ")) for p in found)
         if entry is not None and not found:
             checked.append(entry)
+    problems.sort(key=lambda p: p.index)
     return checked, problems
 
 

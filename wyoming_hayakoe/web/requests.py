@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from functools import partial
 from typing import Any
 
 from aiohttp import web
@@ -36,6 +37,11 @@ MAX_ENTRIES = 5000
 _ENTRY_FIELDS = ("surface", "reading", "accent", "priority")
 
 
+def json_response(body: Any, status: int = 200) -> web.Response:
+    """`body` as JSON, Japanese left as it is (not as \\u escapes)."""
+    return web.json_response(body, status=status, dumps=partial(json.dumps, ensure_ascii=False))
+
+
 class ApiError(Exception):
     """A request answered with `{"error": {"code", "message", "field"}}`."""
 
@@ -52,7 +58,7 @@ class ApiError(Exception):
 
     def response(self) -> web.Response:
         body = {"error": {"code": self.code, "message": self.message, "field": self.field}}
-        return web.json_response(body, status=self.status)
+        return json_response(body, status=self.status)
 
 
 class EntryErrors(Exception):
@@ -64,7 +70,7 @@ class EntryErrors(Exception):
 
     def response(self) -> web.Response:
         errors = [{"index": p.index, "field": p.field, "message": p.message} for p in self.problems]
-        return web.json_response({"errors": errors}, status=422)
+        return json_response({"errors": errors}, status=422)
 
 
 async def json_object(request: web.Request, allowed: tuple[str, ...], too_large: str = Codes.BAD_REQUEST) -> dict:
@@ -143,14 +149,11 @@ def raw_entry(value: Any, index: int, problems: list[EntryProblem]) -> RawEntry 
     return RawEntry(**fields)
 
 
-def raw_entries(value: Any) -> list[RawEntry]:
-    """The `entries` list of a body; EntryErrors (422) for entries of the wrong shape."""
+def raw_entries(value: Any) -> tuple[list[RawEntry | None], list[EntryProblem]]:
+    """The `entries` list of a body (None where an entry has the wrong shape) and those shape problems."""
     if not isinstance(value, list):
         raise ApiError(Codes.BAD_REQUEST, "'entries' must be a list", "entries")
     if len(value) > MAX_ENTRIES:
         raise ApiError(Codes.BAD_REQUEST, f"At most {MAX_ENTRIES} entries, got {len(value)}", "entries")
     problems: list[EntryProblem] = []
-    entries = [raw_entry(item, index, problems) for index, item in enumerate(value)]
-    if problems:
-        raise EntryErrors(problems)
-    return [entry for entry in entries if entry is not None]
+    return [raw_entry(item, index, problems) for index, item in enumerate(value)], problems
