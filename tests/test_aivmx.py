@@ -110,7 +110,7 @@ def voices_dir(tmp_path_factory, aivmx_file: Path, standin_dir: Path) -> Path:
     _hub_variant(standin_dir, speakers / "lenient", {"model_name": "lenient"}, {"audio": "wav", "durations": "frames"})
     config = json.loads((standin_dir / "onnx/speakers/standin-a/config.json").read_text(encoding="utf-8"))
     config["data"]["hop_length"] = 256
-    _hub_variant(standin_dir, speakers / "wrong-hop", config, {})
+    _hub_variant(standin_dir, speakers / "wrong-hop", config, {"audio": "wav", "durations": "frames"})
     return root
 
 
@@ -192,7 +192,7 @@ def test_broken_files_are_refused_once_with_their_reason(server, voices_dir):
 
 
 async def test_config_defaults_and_outputs_by_position_as_hayakoe(server):
-    """A config with nothing but a name, and outputs named 'wav' and 'frames': as standin-a, pauses included."""
+    """A config with nothing but a name, and outputs named 'wav' and 'frames': as standin-a, pauses included (split)."""
     original = _pcm(await ha.synthesize(server.host, server.port, TEXT, voice="standin-a:Neutral"))
     lenient = _pcm(await ha.synthesize(server.host, server.port, TEXT, voice="lenient"))
     assert _snr(original, lenient) > 60.0
@@ -205,7 +205,7 @@ async def test_a_decoder_that_does_not_match_hop_length_is_not_split(server):
     one = "こんにちは、いい天気ですね"
     original = _pcm(await ha.synthesize(server.host, server.port, one, voice="standin-a"))
     whole = _pcm(await ha.synthesize(server.host, server.port, one, voice="wrong-hop"))
-    assert _snr(original, whole) > 40.0  # whole, not garbled
+    assert _snr(original, whole) > 40.0  # whole (its audio output taken by position), not garbled
 
 
 def test_the_cut_out_duration_predictor_gives_the_original_durations(tmp_path, aivmx_file, standin_dir):
