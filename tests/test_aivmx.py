@@ -75,6 +75,21 @@ def _too_few_style_vectors(props: dict[str, str]) -> None:
     props["aivm_style_vectors"] = base64.b64encode(buffer.getvalue()).decode()
 
 
+def _stray_speaker(props: dict[str, str]) -> None:
+    manifest = json.loads(props["aivm_manifest"])
+    manifest["name"] = "Stray Speaker"
+    manifest["speakers"][1]["local_id"] = 5  # the model has two speakers
+    props["aivm_manifest"] = json.dumps(manifest)
+
+
+def _long_names(props: dict[str, str]) -> None:
+    manifest = json.loads(props["aivm_manifest"])
+    manifest["name"] = "A Very Long Model Name " * 3
+    for speaker in manifest["speakers"]:
+        speaker["name"] = "And An Even Longer Speaker Name"
+    props["aivm_manifest"] = json.dumps(manifest)
+
+
 def _damaged_manifest(props: dict[str, str]) -> None:
     props["aivm_manifest"] = props["aivm_manifest"][:40]
 
@@ -105,6 +120,7 @@ def voices_dir(tmp_path_factory, aivmx_file: Path, standin_dir: Path) -> Path:
     _with_metadata(aivmx_file, voices / "old.aivmx", _not_jp_extra)
     _with_metadata(aivmx_file, voices / "broken.aivmx", _damaged_manifest)
     _with_metadata(aivmx_file, voices / "few-styles.aivmx", _too_few_style_vectors)
+    _with_metadata(aivmx_file, voices / "stray.aivmx", _stray_speaker)
     speakers = root / "onnx" / "speakers"
     # hayakoe's defaults for everything but the model name; outputs named unlike ours.
     _hub_variant(standin_dir, speakers / "lenient", {"model_name": "lenient"}, {"audio": "wav", "durations": "frames"})
@@ -152,7 +168,7 @@ async def test_describe_lists_both_speakers_with_their_styles_and_the_licence(se
     for name in (first, second, f"{second}:怒り"):
         attribution = voices[name].attribution.name
         assert "Standin Voices" in attribution and "CC0-1.0" in attribution, attribution
-    assert not any(name.startswith("few-styles") for name in voices)
+    assert not any(name.startswith(("few-styles", "stray-speaker")) for name in voices)
     assert {"lenient", "wrong-hop", "standin-a"} <= set(voices)
     assert [s.name for s in voices["lenient"].speakers] == ["Neutral"]  # hayakoe's default style
 
@@ -184,6 +200,7 @@ def test_broken_files_are_refused_once_with_their_reason(server, voices_dir):
         "broken.aivmx": "damaged aivm_manifest metadata",
         "old.aivmx": "not a JP-Extra model",
         "few-styles.aivmx": "style vectors of shape [2, 256]",
+        "stray.aivmx": "'Standin B' has local_id 5, but the model has 2 speaker(s)",
     }
     for file, reason in reasons.items():
         lines = [line for line in server.lines if f"AIVMX file {voices_dir / 'voices' / file} refused: " in line]
@@ -237,6 +254,10 @@ def test_names_are_unique_first_file_first(tmp_path, aivmx_file, names):
     for folder in ("a", "b"):
         (tmp_path / folder / "voices").mkdir(parents=True)
         shutil.copy(aivmx_file, tmp_path / folder / "voices" / "x.aivmx")
+    _with_metadata(aivmx_file, tmp_path / "b" / "voices" / "y.aivmx", _long_names)
     found = aivmx_voices([tmp_path / "a", tmp_path / "b"]).voices
-    assert list(found) == [names[0], names[1], f"{names[0]}-2", f"{names[1]}-2"]
+    long_name = "a-very-long-model-name-a-ver-and-an-even-longer-speaker-n"
+    expected = [names[0], names[1], f"{names[0]}-2", f"{names[1]}-2", long_name, f"{long_name}-2"]
+    assert list(found) == expected
     assert found[names[1]].path.parent.parent.name == "a" and found[f"{names[1]}-2"].speaker_id == 1
+    assert found[f"{long_name}-2"].speaker_id == 1 and all(len(name) <= 64 for name in found)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import io
 import json
 import os
 import re
@@ -272,19 +273,13 @@ def read_onnx_metadata(path: Path) -> dict[str, str]:
     The graph is one protobuf field that is skipped with a seek, so finding
     the voices of a folder of 250 MB models takes milliseconds and no memory.
     """
-    import io
-
     props: dict[str, str] = {}
     with open(path, "rb") as file:
         size = os.fstat(file.fileno()).st_size
         for entry in _fields(file, size, _METADATA_FIELD):
-            parts = dict.fromkeys((1, 2), b"")
-            buffer = io.BytesIO(entry)
-            for number in (1, 2):
-                buffer.seek(0)
-                parts[number] = next(_fields(buffer, len(entry), number), b"")
+            key, value = (next(_fields(io.BytesIO(entry), len(entry), number), b"") for number in (1, 2))
             try:
-                props[parts[1].decode()] = parts[2].decode()
+                props[key.decode()] = value.decode()
             except UnicodeDecodeError as err:
                 raise InvalidAivmx("metadata is not UTF-8") from err
     return props
@@ -336,9 +331,12 @@ def check_aivmx_metadata(metadata: dict[str, str]) -> tuple[dict[str, Any], dict
 
 
 def _slug(text: str) -> str:
-    """ASCII letters and digits of `text`, other runs as one '-', lower case, at most 40 characters."""
+    """ASCII letters and digits of `text`, other runs as one '-', lower case, at most 28 characters.
+
+    Two of them, a '-' and a '-NN' suffix stay within a voice name's 64 characters.
+    """
     ascii_text = unicodedata.normalize("NFKC", text).encode("ascii", "ignore").decode()
-    return re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")[:40].strip("-")
+    return re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")[:28].strip("-")
 
 
 def _part_name(name: str, uuid: Any) -> str:

@@ -78,6 +78,19 @@ def _style_vectors(encoded: str, rows_needed: int) -> bytes:
     return out.getvalue()
 
 
+def _check_speakers(model: onnx.ModelProto, manifest: dict, hyper: dict) -> None:
+    """Every speaker's local_id must be a row of the speaker embedding (emb_g), else its sid reads past it."""
+    rows = next((t.dims[0] for t in model.graph.initializer if t.name.endswith("emb_g.weight") and t.dims), None)
+    if rows is None:
+        data = hyper.get("data")
+        rows = int(data.get("n_speakers", 1)) if isinstance(data, dict) else 1
+    for speaker in manifest["speakers"]:
+        if int(speaker["local_id"]) >= rows:
+            raise InvalidAivmx(
+                f"speaker {speaker['name']!r} has local_id {speaker['local_id']}, but the model has {rows} speaker(s)"
+            )
+
+
 def _names(graph: onnx.GraphProto) -> set[str]:
     return {n for g in graphs(graph) for node in g.node for n in [*node.input, *node.output]} | {
         t.name for t in graph.initializer
@@ -150,6 +163,7 @@ def convert(path: Path) -> ConvertedAivmx:
     manifest, hyper = check_aivmx_metadata(metadata)
     rows = 1 + max(int(s["local_id"]) for speaker in manifest["speakers"] for s in speaker["styles"])
     style_vectors = _style_vectors(metadata["aivm_style_vectors"], rows)
+    _check_speakers(model, manifest, hyper)
     del model.metadata_props[:]  # not needed in the converted graphs
     _to_our_contract(model)
     dp, reason = _duration_predictor(model)
