@@ -504,6 +504,21 @@ def test_share_voices_come_first(tmp_path):
     assert offline == "HF_HUB_OFFLINE=1"
 
 
+@needs_bash
+def test_an_aivmx_voice_in_share_is_not_downloaded(tmp_path):
+    """The voice option may name an AIVMX voice (named from inside its file): the server looks for it."""
+    addon = Addon(tmp_path)
+    addon.add_voice(addon.image, "jvnv-F1-jp")
+    (addon.share / "voices").mkdir(parents=True)
+    (addon.share / "voices" / "mine.aivmx").write_bytes(b"x")
+    result = addon.run(RUN_SCRIPT, {**OPTIONS, "voice": "my-model-speaker"})
+    assert result.returncode == 0, result.stderr
+    assert addon.recorded("wyoming-hayakoe-download") is None
+    argv, offline = addon.recorded("wyoming-hayakoe")
+    assert flag(argv, "--voice") == ["my-model-speaker"] and offline == "HF_HUB_OFFLINE=1"
+    assert flag(argv, "--data-dir")[0] == str(addon.share), "its voices/ folder is searched"
+
+
 # ------------------------------------------------------- user dictionary --
 
 DICTIONARY = "HayaKoe, ハヤコエ\n"

@@ -63,6 +63,7 @@ import math
 import os
 import shutil
 import sys
+import tempfile
 import time
 import unicodedata
 import uuid
@@ -75,6 +76,8 @@ import numpy as np
 
 __all__ = [
     "build",
+    "build_aivmx",
+    "AIVMX_SPEAKERS",
     "load_marker",
     "MARKER_NAME",
     "GENERATOR_VERSION",
@@ -757,7 +760,7 @@ def _style_vectors(rng: np.random.Generator) -> np.ndarray:
 
 
 def _shaped_speaker(name: str, size: str, seed: int) -> tuple[dict[str, Any], Any, np.ndarray, dict]:
-    """(config, shaped hayakoe SynthesizerTrn, style vectors, calibration stats) of one speaker."""
+    """A speaker's config, shaped net, style vectors and calibration stats: the same for the same arguments."""
     import torch
 
     config = _speaker_config(name, size)
@@ -1378,6 +1381,164 @@ def _weight_normed_layers(config: dict[str, Any], size: str) -> set[str]:
     suffix = ".parametrizations.weight.original0"
     fresh = _new_synthesizer(config, size)
     return {k[: -len(suffix)] for k in fresh.state_dict() if k.endswith(suffix)}
+
+
+# ───────────────────────────── AIVMX (AivisSpeech) ─────────────────────────────
+
+# The stand-in AIVMX's speakers: manifest name → {style name: style-vector row}.
+# Speaker 0 keeps the hub-layout stand-in's speaker embedding, speaker 1 gets
+# another one, so speaker 0 must sound exactly like the hub-layout voice.
+AIVMX_SPEAKERS: tuple[tuple[str, dict[str, int]], ...] = (
+    ("あおい", {"ノーマル": 0, "喜び": 1, "悲しみ": 2}),
+    ("Standin B", {"ノーマル": 0, "怒り": 3}),
+)
+_AIVMX_MODEL_NAME = "Standin Voices"
+_AIVMX_LICENSE = "Stand-in voice for tests. Random weights; free to use (CC0-1.0)."
+# Output 0 is the audio, as in Style-Bert-VITS2's AIVMX export; a second output follows as there.
+_AIVMX_INPUTS = (
+    "x_tst",
+    "x_tst_lengths",
+    "sid",
+    "tones",
+    "language",
+    "bert",
+    "style_vec",
+    "length_scale",
+    "sdp_ratio",
+    "noise_scale",
+    "noise_scale_w",
+)
+
+
+def build_aivmx(path: Path, *, size: str = "tiny", speaker: str = "standin-a", seed: int = 0) -> Path:
+    """Write an AIVMX file made from the weights of ``build(..., speakers=[speaker, ...], seed=seed)``'s voice.
+
+    The net is exported in AivisSpeech's synthesizer contract (inputs by
+    position, the four scalars 0-d, batch dynamic, audio first) with the two
+    speakers and styles of ``AIVMX_SPEAKERS``, and aivmlib writes the
+    manifest, hyper-parameters and style vectors into it. The licence text
+    and every UUID are fixed, so the same arguments give the same file.
+    """
+    import torch
+    from aivmlib import generate_aivm_metadata, write_aivmx_metadata
+    from aivmlib.schemas.aivm_manifest import ModelArchitecture
+
+    path = Path(path)
+    _check_params(size, [speaker], seed, "standard")
+    spk_seed = _derive_seed(seed, "speaker", speaker)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(_TORCH_THREADS)
+    try:
+        with _quiet_build_env():
+            config, net, style, _ = _shaped_speaker(speaker, size, spk_seed)
+            _add_aivmx_speaker(net, spk_seed)
+            config["model_name"] = _AIVMX_MODEL_NAME
+            config["data"]["n_speakers"] = len(AIVMX_SPEAKERS)
+            config["data"]["spk2id"] = {name: i for i, (name, _) in enumerate(AIVMX_SPEAKERS)}
+            rows = {row for _, styles in AIVMX_SPEAKERS for row in styles.values()}
+            config["data"]["style2id"] = {STYLE_NAMES[row]: row for row in sorted(rows)}
+            onnx_bytes = _export_aivmx_graph(net, spk_seed)
+        styles_npy = io.BytesIO()
+        np.save(styles_npy, style)
+        metadata = generate_aivm_metadata(
+            ModelArchitecture.StyleBertVITS2JPExtra,
+            io.BytesIO(json.dumps(config, ensure_ascii=False).encode()),
+            styles_npy,
+        )
+        manifest = metadata.manifest
+        manifest.name = _AIVMX_MODEL_NAME
+        manifest.license = _AIVMX_LICENSE
+        manifest.creators = ["wyoming-hayakoe tests"]
+        manifest.uuid = uuid.uuid5(uuid.NAMESPACE_URL, f"standin-aivmx:{size}:{seed}:{speaker}")
+        for i, (spk, (name, styles)) in enumerate(zip(manifest.speakers, AIVMX_SPEAKERS)):
+            spk.name = name
+            spk.uuid = uuid.uuid5(manifest.uuid, f"speaker-{i}")
+            template = spk.styles[0]
+            spk.styles = [template.model_copy(update={"name": s, "local_id": row}) for s, row in styles.items()]
+        data = write_aivmx_metadata(io.BytesIO(onnx_bytes), metadata)
+    finally:
+        torch.set_num_threads(threads)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    partial.write_bytes(data)
+    os.replace(partial, path)
+    return path
+
+
+def _add_aivmx_speaker(net: Any, seed: int) -> None:
+    """A second row for the speaker embedding: the first stays the original speaker."""
+    import torch
+
+    weight = net.emb_g.weight
+    gen = torch.Generator().manual_seed(seed ^ 0xA1B)
+    other = weight[0] + torch.randn(weight.shape[1], generator=gen) * float(weight[0].std())
+    net.emb_g = torch.nn.Embedding.from_pretrained(torch.cat([weight, other[None]]), freeze=True)
+
+
+def _export_aivmx_graph(net: Any, seed: int) -> bytes:
+    """The net in Style-Bert-VITS2's AIVMX contract, serialized."""
+    import torch
+
+    from wyoming_hayakoe.importer.export import Synthesizer, onnx_export, trace_inputs
+
+    inner = Synthesizer(net).eval()
+
+    class AivisSynthesizer(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(
+            self,
+            x_tst,
+            x_tst_lengths,
+            sid,
+            tones,
+            language,
+            bert,
+            style_vec,
+            length_scale,
+            sdp_ratio,
+            noise_scale,
+            noise_scale_w,
+        ):
+            audio, durations = self.inner(
+                x_tst,
+                x_tst_lengths,
+                sid,
+                tones,
+                language,
+                bert,
+                style_vec,
+                noise_scale,
+                length_scale,
+                noise_scale_w,
+                sdp_ratio,
+            )
+            return audio, durations.sum(1)  # frames per utterance
+
+    x, x_lengths, _, tone, language, bert, style_vec, *_ = trace_inputs(seed)
+    scalars = tuple(torch.tensor(v) for v in (1.0, 0.2, 0.667, 0.8))
+    args = (x, x_lengths, torch.tensor([0], dtype=torch.long), tone, language, bert, style_vec, *scalars)
+    batch = {name: {0: "batch_size"} for name in _AIVMX_INPUTS[:7]}
+    for name in ("x_tst", "tones", "language"):
+        batch[name][1] = "x_tst_max_length"
+    batch["bert"][2] = "x_tst_max_length"
+    batch["output"] = {0: "batch_size", 2: "samples"}
+    out = Path(tempfile.mkdtemp(prefix="standin-aivmx-"))
+    try:
+        torch.manual_seed(seed)
+        onnx_export(
+            AivisSynthesizer().eval(),
+            args,
+            out / "model.onnx",
+            input_names=_AIVMX_INPUTS,
+            output_names=["output"],
+            dynamic_axes=batch,
+        )
+        return (out / "model.onnx").read_bytes()
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
 
 
 # ───────────────────────────── CLI ─────────────────────────────

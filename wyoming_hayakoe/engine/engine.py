@@ -7,8 +7,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..runtime.cache import ModelCache
-from ..store import find_bert, find_voice, installed_voices
+from ..runtime.cache import ModelCache, PreparationError
+from ..store import aivmx_voices, find_bert, find_voice, installed_voices
 from ..text import Frontend, Phonemes, split_sentences
 from ..text.hayakoe.sentences import cut_position
 from ..text.rewrite import HomeAssistantReader
@@ -111,7 +111,21 @@ class Engine:
             return frontends[add_blank]
 
         names = list(voices) if voices else installed_voices(dirs)
-        loaded = [Voice.load(find_voice(dirs, name), frontend_for, cache, threads) for name in dict.fromkeys(names)]
+        aivmx = aivmx_voices(dirs)
+        for path, reason in aivmx.refused.items():
+            _LOGGER.warning("AIVMX file %s refused: %s", path, reason)
+        loaded: list[Voice] = []
+        refused: dict[Path, str] = {}
+        for name in dict.fromkeys(names):
+            found = aivmx.voices.get(name)
+            if found is None:
+                loaded.append(Voice.load(find_voice(dirs, name), frontend_for, cache, threads))
+            elif found.path not in refused:
+                try:
+                    loaded.append(Voice.load_aivmx(found, frontend_for, cache, threads))
+                except PreparationError as err:  # one model refused; the other voices are still served
+                    refused[found.path] = err.reason
+                    _LOGGER.warning("AIVMX file %s refused: %s", found.path, err.reason)
         return cls(bert, loaded, HomeAssistantReader(keep_words))
 
     @property

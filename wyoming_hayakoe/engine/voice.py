@@ -6,7 +6,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -14,7 +14,7 @@ import numpy as np
 from ..runtime import ort
 from ..runtime.cache import ModelCache
 from ..runtime.models import SynthesisInputs, VoiceModels
-from ..store import VoiceFiles
+from ..store import STYLE_VECTORS_FILE, VOICE_CONFIG_FILE, AivmxVoice, VoiceFiles
 from ..text import Frontend, Phonemes
 from .settings import SynthesisSettings
 
@@ -36,7 +36,12 @@ def _require_jp_extra(name: str, config: VoiceConfig) -> None:
 
 @dataclass(frozen=True)
 class VoiceConfig:
-    """The parts of a Style-Bert-VITS2 config.json the ONNX path reads."""
+    """The parts of a Style-Bert-VITS2 config.json the ONNX path reads.
+
+    What a config lacks takes hayakoe's defaults (version 2.0-JP-Extra,
+    44.1 kHz, hop 512, blanks added, one style "Neutral"), so a voice hayakoe
+    loads loads here too.
+    """
 
     sample_rate: int
     hop_length: int
@@ -46,13 +51,13 @@ class VoiceConfig:
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> VoiceConfig:
-        data = raw.get("data", {})
-        styles = data.get("style2id") or {str(i): i for i in range(int(data.get("num_styles", 1)))}
+        data = raw.get("data") or {}
+        styles = data.get("style2id") or {"Neutral": 0}  # hayakoe's default, whatever num_styles says
         return cls(
-            sample_rate=int(data["sampling_rate"]),
-            hop_length=int(data["hop_length"]),
+            sample_rate=int(data.get("sampling_rate", 44100)),
+            hop_length=int(data.get("hop_length", 512)),
             add_blank=bool(data.get("add_blank", True)),
-            jp_extra=str(raw.get("version", "")).endswith("JP-Extra"),
+            jp_extra=str(raw.get("version", "2.0-JP-Extra")).endswith("JP-Extra"),
             style_ids={str(k): int(v) for k, v in styles.items()},
         )
 
@@ -134,11 +139,16 @@ class Voice:
         frontend: Frontend,
         models: VoiceModels,
         origin: str = "",
+        speaker_id: int = 0,
+        aivmx: AivmxVoice | None = None,
     ) -> None:
-        """`origin`: where the voice came from, for the log."""
+        """`origin`: where the voice came from, for the log; `speaker_id`: the synthesizer's sid;
+        `aivmx`: the model and speaker an AIVMX voice is (names, licence)."""
         _require_jp_extra(name, config)
         self.name = name
         self.origin = origin
+        self.speaker_id = speaker_id
+        self.aivmx = aivmx
         self.config = config
         self.style_vectors = style_vectors.astype(np.float32)
         self.frontend = frontend
@@ -158,11 +168,64 @@ class Voice:
         """The voice in `files` on ONNX Runtime, its models optimized through `cache`."""
         config = VoiceConfig.from_json(json.loads(files.config.read_text(encoding="utf-8")))
         _require_jp_extra(files.name, config)  # before optimizing anything
+        return cls._load(files, config, frontend_for, cache, threads, chunked)
+
+    @classmethod
+    def load_aivmx(
+        cls,
+        voice: AivmxVoice,
+        frontend_for: Callable[[bool], Frontend],
+        cache: ModelCache,
+        threads: int | None = None,
+        chunked: bool = True,
+    ) -> Voice:
+        """One speaker of an AIVMX model: converted once by the cache, whose entry holds its config and style vectors.
+
+        Raises PreparationError with the reason when the file cannot be converted.
+        """
+        prepared = cache.prepare(voice.path, split=chunked)
+        files = VoiceFiles(
+            name=voice.name,
+            folder=voice.path.parent,
+            config=prepared.extras[VOICE_CONFIG_FILE],
+            style_vectors=prepared.extras[STYLE_VECTORS_FILE],
+            synthesizer=voice.path,
+            duration_predictor=None,  # in the entry, cut out of the synthesizer
+        )
+        config = VoiceConfig.from_json(json.loads(files.config.read_text(encoding="utf-8")))
+        config = replace(config, style_ids=dict(voice.styles))  # this speaker's styles, by their manifest names
+        if prepared.no_duration_predictor_reason:
+            _LOGGER.warning("%s: no duration predictor (%s)", voice.path, prepared.no_duration_predictor_reason)
+        loaded = cls._load(files, config, frontend_for, cache, threads, chunked, voice)
+        _LOGGER.info(
+            "Voice %s is speaker %r of the AIVMX model %r%s; licence: %s",
+            voice.name,
+            voice.speaker_name,
+            voice.model_name,
+            f" by {', '.join(voice.creators)}" if voice.creators else "",
+            " ".join((voice.license or "not stated in the file").split()),
+        )
+        return loaded
+
+    @classmethod
+    def _load(
+        cls,
+        files: VoiceFiles,
+        config: VoiceConfig,
+        frontend_for: Callable[[bool], Frontend],
+        cache: ModelCache,
+        threads: int | None,
+        chunked: bool,
+        aivmx: AivmxVoice | None = None,
+    ) -> Voice:
         models, unsplit_reason = ort.load_voice(files, cache, threads, chunked)
         if unsplit_reason:
             _LOGGER.warning("%s cannot be split (%s): audio comes per sentence", files.synthesizer, unsplit_reason)
         frontend = frontend_for(config.add_blank)
-        voice = cls(files.name, config, np.load(files.style_vectors), frontend, models, str(files.folder))
+        style_vectors = np.load(files.style_vectors)
+        origin = str(aivmx.path if aivmx else files.folder)
+        speaker_id = aivmx.speaker_id if aivmx else 0
+        voice = cls(files.name, config, style_vectors, frontend, models, origin, speaker_id, aivmx)
         _LOGGER.info(
             "Loaded voice %s from %s (styles: %s%s)",
             voice.name,
@@ -203,6 +266,7 @@ class Voice:
             noise_scale=settings.noise_scale,
             noise_w_scale=settings.noise_w_scale,
             sdp_ratio=settings.sdp_ratio,
+            speaker_id=self.speaker_id,
         )
 
     def render(

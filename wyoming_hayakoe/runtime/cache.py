@@ -14,6 +14,8 @@ entries, the lock, and the child's life.
 A cache entry is keyed by the source model's files (path, size, mtime), this
 code, the ONNX Runtime version and the CPU, since optimized graphs may use
 CPU-specific kernels. Entries for older versions of a source are removed.
+An AIVMX entry also holds the voice's duration predictor and the files its
+metadata carried (config.json, style_vectors.npy, aivm_manifest.json).
 """
 
 from __future__ import annotations
@@ -32,10 +34,12 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import onnxruntime as ort
+
+from ..store import AIVMX_SUFFIX
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -48,10 +52,15 @@ _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds wyo
 WHOLE = "model"
 FRONT = "front"
 DECODER = "decoder"
+DURATION_PREDICTOR = "duration_predictor"  # an optional part, cut out of an AIVMX synthesizer
 
 
 class PreparationError(RuntimeError):
-    """A model could not be optimized; the message carries the child's error."""
+    """A model could not be optimized; the message carries the child's error, `reason` that alone."""
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message
 
 
 @dataclass(frozen=True)
@@ -62,6 +71,8 @@ class PreparedModel:
     latent: str = ""  # tensors between front and decoder, when split
     speaker: str = ""
     unsplit_reason: str = ""  # why a synthesizer could not be split
+    extras: dict[str, Path] = field(default_factory=dict)  # other files by name (an AIVMX's config, ...)
+    no_duration_predictor_reason: str = ""  # why an AIVMX gave no duration predictor
 
     @property
     def split(self) -> bool:
@@ -81,7 +92,7 @@ def _cpu_signature() -> str:
 def _code_signature() -> str:
     """The cache, the optimizer and the splitter: a change in how models are prepared invalidates the cache."""
     digest = hashlib.sha256()
-    for module in ("cache.py", "optimize.py", "split.py"):
+    for module in ("cache.py", "optimize.py", "split.py", "aivmx.py"):
         digest.update((Path(__file__).with_name(module)).read_bytes())
     return digest.hexdigest()
 
@@ -92,7 +103,8 @@ def cache_key(source: Path, split: bool) -> str:
     # fixed name and are looked up beside a symlink, not its target); stat
     # follows symlinks, so a changed target counts.
     folder = source.absolute().parent
-    files = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir() if p.is_file())
+    beside = [source] if source.suffix.lower() == AIVMX_SUFFIX else [p for p in folder.iterdir() if p.is_file()]
+    files = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in beside)  # an AIVMX is all in one file
     identity = {
         "format": CACHE_FORMAT,
         "code": _code_signature(),
@@ -156,7 +168,8 @@ class ModelCache:
             command = [sys.executable, "-m", OPTIMIZER, str(source.absolute()), str(work.absolute())]
             done = _run_child(command + (["--split"] if split else []))
             if done.returncode != 0:
-                raise PreparationError(f"Could not optimize {source}: {_failure(done)}")
+                reason = _failure(done)
+                raise PreparationError(f"Could not optimize {source}: {reason}", reason)
             work.rename(entry)
             sync_to_disk(self.folder)
         finally:
@@ -254,12 +267,13 @@ def _read_manifest(entry: Path, split: bool) -> PreparedModel | None:
         manifest = json.loads((entry / MANIFEST).read_text(encoding="utf-8"))
         parts = dict(manifest["parts"])
         sizes = dict(manifest["files"])
+        extras = dict(manifest.get("extras", {}))
     except (OSError, ValueError, KeyError, TypeError):
         return None
     expected = {FRONT, DECODER} if split and not manifest.get("unsplit_reason") else {WHOLE}
     # Only plain file names inside the entry: the manifest never leads elsewhere.
-    names = set(parts.values()) | set(sizes)
-    if set(parts) != expected or not set(parts.values()) <= set(sizes):
+    names = set(parts.values()) | set(sizes) | set(extras.values())
+    if set(parts) - {DURATION_PREDICTOR} != expected or not (set(parts.values()) | set(extras.values())) <= set(sizes):
         return None
     if not all(isinstance(f, str) and f == Path(f).name and f not in ("", ".", "..") for f in names):
         return None
@@ -273,4 +287,6 @@ def _read_manifest(entry: Path, split: bool) -> PreparedModel | None:
         manifest.get("latent", ""),
         manifest.get("speaker", ""),
         manifest.get("unsplit_reason", ""),
+        {name: entry / file for name, file in extras.items()},
+        manifest.get("no_duration_predictor_reason", ""),
     )

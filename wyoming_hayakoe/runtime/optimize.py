@@ -3,8 +3,10 @@
 `python -m wyoming_hayakoe.runtime.optimize SOURCE OUT [--split]`, started
 by cache.py. It saves ONNX Runtime's fully optimized graph with its weights
 in a separate file (which the server then maps instead of copying), after
-cutting a synthesizer into front and decoder if asked (split.py, the only
-user of the `onnx` package).
+cutting a synthesizer into front and decoder if asked (split.py and
+aivmx.py, the only users of the `onnx` package). An AIVMX file (aivmx.py)
+becomes a synthesizer, a duration predictor and the voice's config, style
+vectors and manifest, all in the one entry.
 """
 
 from __future__ import annotations
@@ -12,11 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 from pathlib import Path
+from typing import Any
 
 import onnxruntime as ort
 
-from .cache import DECODER, FRONT, MANIFEST, WHOLE, sync_to_disk
+from ..store import AIVMX_SUFFIX, VOICE_CONFIG_FILE, InvalidAivmx
+from .cache import DECODER, DURATION_PREDICTOR, FRONT, MANIFEST, WHOLE, sync_to_disk
 
 
 def _optimize(model: Path | bytes, out: Path) -> None:
@@ -30,25 +35,53 @@ def _optimize(model: Path | bytes, out: Path) -> None:
     ort.InferenceSession(model if isinstance(model, bytes) else str(model), options, providers=["CPUExecutionProvider"])
 
 
+def _config_beside(source: Path) -> dict[str, Any]:
+    """The voice's config.json beside a hub-layout synthesizer ({} if unreadable: the voice's load reports that)."""
+    try:
+        config = json.loads((source.parent / VOICE_CONFIG_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def _convert_aivmx(source: Path, out: Path, manifest: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """Convert an AIVMX file: its duration predictor and files into `out` and `manifest`; returns the synthesizer and config."""
+    from .aivmx import convert  # imports onnx: only ever in this child
+
+    converted = convert(source)
+    for name, content in converted.files.items():
+        (out / name).write_bytes(content)
+    manifest["extras"] = {name: name for name in converted.files}
+    if converted.duration_predictor is not None:
+        _optimize(converted.duration_predictor.SerializeToString(), out / f"{DURATION_PREDICTOR}.onnx")
+        manifest["parts"] = {DURATION_PREDICTOR: f"{DURATION_PREDICTOR}.onnx"}
+    else:
+        manifest["no_duration_predictor_reason"] = converted.no_duration_predictor_reason
+    return converted.synthesizer, json.loads(converted.files[VOICE_CONFIG_FILE])
+
+
 def _prepare_into(source: Path, out: Path, split: bool) -> None:
-    manifest: dict[str, object] = {"source": str(source.resolve()), "split": split}
+    manifest: dict[str, Any] = {"source": str(source.resolve()), "split": split, "parts": {}}
+    model: Any = source  # a path, or a converted model (onnx.ModelProto)
+    config = _config_beside(source) if split else {}
+    if source.suffix.lower() == AIVMX_SUFFIX:
+        model, config = _convert_aivmx(source, out, manifest)
     halves = None
     if split:
         from .split import Unsplittable, split_synthesizer  # imports onnx: only ever in this child
 
         try:
-            halves = split_synthesizer(source)
+            halves = split_synthesizer(model, config)
         except Unsplittable as err:
             manifest["unsplit_reason"] = str(err)
     if halves is None:
-        _optimize(source, out / f"{WHOLE}.onnx")
-        manifest["parts"] = {WHOLE: f"{WHOLE}.onnx"}
+        _optimize(model if isinstance(model, Path) else model.SerializeToString(), out / f"{WHOLE}.onnx")
+        manifest["parts"][WHOLE] = f"{WHOLE}.onnx"
     else:
         _optimize(halves.front, out / f"{FRONT}.onnx")
         _optimize(halves.decoder, out / f"{DECODER}.onnx")
-        manifest.update(
-            parts={FRONT: f"{FRONT}.onnx", DECODER: f"{DECODER}.onnx"}, latent=halves.latent, speaker=halves.speaker
-        )
+        manifest["parts"].update({FRONT: f"{FRONT}.onnx", DECODER: f"{DECODER}.onnx"})
+        manifest.update(latent=halves.latent, speaker=halves.speaker)
     manifest["files"] = {path.name: path.stat().st_size for path in sorted(out.iterdir())}
     for path in out.iterdir():
         sync_to_disk(path)
@@ -67,7 +100,10 @@ def main(argv: list[str] | None = None) -> None:
     ort.set_default_logger_severity(
         3
     )  # not the warning that an optimized model is hardware-specific: it is meant to be
-    _prepare_into(args.source, args.out, args.split)
+    try:
+        _prepare_into(args.source, args.out, args.split)
+    except InvalidAivmx as err:
+        sys.exit(str(err))  # the one line the server reports
 
 
 if __name__ == "__main__":

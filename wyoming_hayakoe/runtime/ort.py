@@ -1,5 +1,8 @@
 """The model roles on ONNX Runtime: sessions opened one way, inputs bound by the graphs' names.
 
+Outputs are taken by position where a model has one answer (the audio, the
+durations), as hayakoe does, so an export that names them differently works.
+
 Each class takes any `Session` (anything with ONNX Runtime's `run`), so a
 test can wrap or replace one; `load_bert` and `load_voice` open the
 optimized models the cache made (see cache.py).
@@ -17,7 +20,7 @@ import numpy as np
 import onnxruntime as ort
 
 from ..store import BertFiles, VoiceFiles
-from .cache import DECODER, FRONT, WHOLE, ModelCache
+from .cache import DECODER, DURATION_PREDICTOR, FRONT, WHOLE, ModelCache
 from .models import SynthesisInputs, VoiceModels
 
 
@@ -143,12 +146,12 @@ class OrtDecoder(_OnSession):
 
 class OrtWholeSynthesizer(_OnSession):
     def audio(self, inputs: SynthesisInputs) -> np.ndarray:
-        return self.session.run(["audio"], _feeds(inputs))[0].reshape(-1)
+        return self.session.run(None, _feeds(inputs))[0].reshape(-1)
 
 
 class OrtDurationPredictor(_OnSession):
     def durations(self, inputs: SynthesisInputs) -> np.ndarray:
-        return self.session.run(["durations"], _feeds(inputs, noise=False))[0][0]
+        return self.session.run(None, _feeds(inputs, noise=False))[0][0]
 
 
 def load_bert(files: BertFiles, cache: ModelCache, threads: int | None) -> OrtBert:
@@ -160,11 +163,11 @@ def load_voice(
 ) -> tuple[VoiceModels, str]:
     """The voice's models, and why its synthesizer could not be split ("" if it was or was not asked to be)."""
     synthesizer = cache.prepare(files.synthesizer, split=chunked)
-    duration_predictor = (
-        OrtDurationPredictor(open_session(cache.prepare(files.duration_predictor).parts[WHOLE], threads))
-        if files.duration_predictor
-        else None
-    )
+    # An AIVMX synthesizer's entry holds the duration predictor cut out of it.
+    dp_model = synthesizer.parts.get(DURATION_PREDICTOR)
+    if dp_model is None and files.duration_predictor:
+        dp_model = cache.prepare(files.duration_predictor).parts[WHOLE]
+    duration_predictor = OrtDurationPredictor(open_session(dp_model, threads)) if dp_model else None
     if synthesizer.split:
         names = (synthesizer.latent, synthesizer.speaker)
         models = VoiceModels(

@@ -5,14 +5,20 @@ at its input gives a front (text encoder, duration predictors, flow → the
 latent z and speaker embedding g) and a decoder (z, g → audio) that can run
 on slices of z. The cut is found through the decoder's `conv_pre` and `cond`
 convolutions, by node scope or initializer name, so both our stand-ins'
-naming and other exporters' (e.g. `/net_g/dec/...`) are recognised.
+naming and other exporters' (e.g. `/net_g/dec/...`) are recognised. The
+audio is the synthesizer's first output, whatever its name (hayakoe reads
+it by position). A decoder whose upsampling does not match the config's
+hop_length is not split: its slices would not line up.
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import onnx
 from onnx.utils import Extractor
@@ -44,15 +50,69 @@ def _conv_input(graph: onnx.GraphProto, pattern: re.Pattern[str]) -> str | None:
     return None
 
 
-def split_synthesizer(path: Path) -> SplitSynthesizer:
-    """The front/decoder pair of the synthesizer at `path`; Unsplittable when it cannot be cut cleanly."""
-    model = onnx.load(str(path))  # external data, if any, is read from beside the file
+def graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """The graph and every subgraph (If, Loop bodies), which may read outer names."""
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs):
+                yield from graphs(sub)
+
+
+def rename_tensors(graph: onnx.GraphProto, renames: Mapping[str, str]) -> None:
+    """Rename tensors everywhere they are produced, read or declared."""
+    for g in graphs(graph):
+        for node in g.node:
+            node.input[:] = [renames.get(n, n) for n in node.input]
+            node.output[:] = [renames.get(n, n) for n in node.output]
+        for value in [*g.input, *g.output, *g.value_info]:
+            value.name = renames.get(value.name, value.name)
+
+
+def _upsampling(graph: onnx.GraphProto) -> int | None:
+    """The product of the ConvTranspose strides (the decoder's samples per frame), None without any."""
+    strides = [
+        next((math.prod(a.ints) for a in node.attribute if a.name == "strides"), 1)
+        for node in graph.node
+        if node.op_type == "ConvTranspose"
+    ]
+    return math.prod(strides) if strides else None
+
+
+def _section(config: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = config.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def check_upsampling(decoder: onnx.GraphProto, config: Mapping[str, Any]) -> None:
+    """Unsplittable when the decoder's (or the config's) upsampling is not the config's hop_length."""
+    hop = int(_section(config, "data").get("hop_length", 512))  # hayakoe's default
+    rates = _section(config, "model").get("upsample_rates")
+    found = {"the decoder's ConvTranspose strides": _upsampling(decoder)}
+    if isinstance(rates, list) and rates:
+        found["the config's upsample_rates"] = math.prod(int(r) for r in rates)
+    for what, factor in found.items():
+        if factor is not None and factor != hop:
+            raise Unsplittable(f"{what} upsample x{factor}, but hop_length is {hop}")
+
+
+def split_synthesizer(source: Path | onnx.ModelProto, config: Mapping[str, Any] | None = None) -> SplitSynthesizer:
+    """The front/decoder pair of a synthesizer (a file or a loaded model); Unsplittable when it cannot be cut cleanly.
+
+    `config`: the voice's config.json, to check the decoder's upsampling against.
+    """
+    # external data, if any, is read from beside the file
+    model = onnx.load(str(source)) if isinstance(source, Path) else source
     graph = model.graph
     latent = _conv_input(graph, _DECODER_INPUT)
     speaker = _conv_input(graph, _DECODER_COND)
+    if latent is None or speaker is None or not graph.output:
+        raise Unsplittable("no dec.conv_pre/dec.cond convolutions before the audio output")
+    if graph.output[0].name != "audio":  # the audio by position: named as the decoder session reads it
+        if any("audio" in (*node.input, *node.output) for g in graphs(graph) for node in g.node):
+            raise Unsplittable("the first output is not 'audio', and that name is taken in the graph")
+        rename_tensors(graph, {graph.output[0].name: "audio"})
     outputs = [o.name for o in graph.output]
-    if latent is None or speaker is None or "audio" not in outputs:
-        raise Unsplittable("no dec.conv_pre/dec.cond convolutions before an 'audio' output")
     known = {v.name for v in graph.value_info}
     for name in (latent, speaker):
         if name not in known:  # the extractor needs a declaration; the shapes stay dynamic
@@ -65,4 +125,5 @@ def split_synthesizer(path: Path) -> SplitSynthesizer:
         decoder = extractor.extract_model([latent, speaker], ["audio"])
     except Exception as err:  # a graph whose audio depends on more than z and g
         raise Unsplittable(f"the decoder does not depend on z and g alone ({err})") from err
+    check_upsampling(decoder.graph, config or {})
     return SplitSynthesizer(front.SerializeToString(), decoder.SerializeToString(), latent, speaker)

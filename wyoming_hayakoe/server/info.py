@@ -10,6 +10,10 @@ the UI, each loaded voice is advertised twice over:
 - `jvnv-F1-jp:Happy`, `jvnv-F1-jp:Sad`, …: one entry per style, described as
   "JVNV F1 (female, Japanese) – Happy" (only for voices with several styles).
 
+An AIVMX voice is described by its speaker and model names from the
+file's manifest, and its attribution carries the model's creators and its
+licence text as the file states it.
+
 `resolve_voice()` maps such a name (and an optional speaker) back to a voice
 and a style. A `speaker` sent with the request wins over the style in the
 name.
@@ -23,7 +27,7 @@ from dataclasses import dataclass
 from wyoming.info import Attribution, Info, TtsProgram, TtsVoice, TtsVoiceSpeaker
 
 from .. import __version__
-from ..store import InvalidVoiceName, check_voice_name
+from ..store import AivmxVoice, InvalidVoiceName, check_voice_name
 
 PROGRAM_NAME = "hayakoe"
 STYLE_SEPARATOR = ":"
@@ -64,6 +68,7 @@ class VoiceCard:
     attribution: Attribution
     styles: tuple[str, ...]
     default_style: str
+    license: str = ""  # an AIVMX model's licence text, as its file states it
 
 
 def describe_voice(name: str) -> tuple[str, Attribution]:
@@ -82,11 +87,26 @@ def describe_voice(name: str) -> tuple[str, Attribution]:
     return f"{pretty} (Japanese)", UNKNOWN
 
 
-def voice_card(name: str, styles: Iterable[str], preferred_style: str | None) -> VoiceCard:
+NO_LICENCE = "no licence stated in the model file"
+
+
+def describe_aivmx(voice: AivmxVoice) -> tuple[str, Attribution]:
+    """The description and attribution of an AIVMX voice, from its manifest."""
+    who = voice.speaker_name if not voice.multi_speaker else f"{voice.speaker_name}, {voice.model_name}"
+    creators = f" by {', '.join(voice.creators)}" if voice.creators else ""
+    licence = " ".join((voice.license or NO_LICENCE).split())
+    return f"{who} (AIVMX, Japanese)", Attribution(name=f"{voice.model_name}{creators}. Licence: {licence}", url="")
+
+
+def voice_card(
+    name: str, styles: Iterable[str], preferred_style: str | None, aivmx: AivmxVoice | None = None
+) -> VoiceCard:
+    """`aivmx`: the manifest's names and licence, for a voice from an AIVMX file."""
     styles = tuple(styles)
     default = preferred_style if preferred_style in styles else (styles[0] if styles else "")
-    description, attribution = describe_voice(name)
-    return VoiceCard(name, description, attribution, styles, default)
+    if aivmx is None:
+        return VoiceCard(name, *describe_voice(name), styles, default)
+    return VoiceCard(name, *describe_aivmx(aivmx), styles, default, aivmx.license or NO_LICENCE)
 
 
 def build_info(cards: Iterable[VoiceCard], streaming: bool, default_voice: str | None = None) -> Info:
