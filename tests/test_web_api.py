@@ -154,6 +154,14 @@ async def test_reading_shows_the_rewrite_sentences_pauses_and_pitch(server):
                 assert high[accent - 1] and not high[0] and (accent == len(high) or not high[accent])
 
 
+async def test_a_flat_word_reads_flat_not_as_a_fall_after_its_last_mora(server):
+    # OpenJTalk codes a flat (heiban) phrase with its mora count as the accent type.
+    found = (await call(server.url, "POST", "api/reading", {"text": "こんにちは。花が咲く。"})).json
+    phrases = [p for s in found["sentences"] for p in s["phrases"]]
+    assert [(len(p["morae"]), p["accent"]) for p in phrases] == [(5, 0), (3, 2), (2, 0)]
+    assert [m["high"] for m in phrases[0]["morae"]] == [False, True, True, True, True]
+
+
 async def test_reading_errors(server):
     assert (await call(server.url, "POST", "api/reading", {"text": ""})).error["code"] == "empty-text"
     assert (await call(server.url, "POST", "api/reading", {"text": "あ", "voice": "x"})).error["field"] == "voice"

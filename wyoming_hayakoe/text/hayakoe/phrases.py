@@ -74,7 +74,10 @@ def accent_phrases(norm_text: str) -> list[AccentPhrase]:
             key = (group.group(1), phrase.group(3))
             if key != current:
                 current, mora_key = key, None
-                phrases.append(AccentPhrase([], int(phrase.group(2))))
+                morae, accent = int(phrase.group(1)), int(phrase.group(2))
+                # OpenJTalk writes a flat phrase as accent = its mora count: a fall after the
+                # last mora, which only a following phrase could hear. Shown as flat.
+                phrases.append(AccentPhrase([], 0 if accent >= morae else accent))
             if mora.group(1) != mora_key:  # a new mora: its consonant and vowel share the tone
                 mora_key = mora.group(1)
                 if position >= len(kana):
