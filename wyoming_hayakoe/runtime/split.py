@@ -44,6 +44,15 @@ def _conv_input(graph: onnx.GraphProto, pattern: re.Pattern[str]) -> str | None:
     return None
 
 
+def _replace_declarations(graph: onnx.GraphProto, shapes: dict[str, list[int | str]]) -> None:
+    """Declare float tensors with these shapes, dropping any earlier (often shapeless) declaration."""
+    kept = [v for v in graph.value_info if v.name not in shapes]
+    del graph.value_info[:]
+    graph.value_info.extend(kept)
+    for name, shape in shapes.items():
+        graph.value_info.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, shape))
+
+
 def split_synthesizer(path: Path) -> SplitSynthesizer:
     """The front/decoder pair of the synthesizer at `path`; Unsplittable when it cannot be cut cleanly."""
     model = onnx.load(str(path))  # external data, if any, is read from beside the file
@@ -53,10 +62,13 @@ def split_synthesizer(path: Path) -> SplitSynthesizer:
     outputs = [o.name for o in graph.output]
     if latent is None or speaker is None or "audio" not in outputs:
         raise Unsplittable("no dec.conv_pre/dec.cond convolutions before an 'audio' output")
-    known = {v.name for v in graph.value_info}
-    for name in (latent, speaker):
-        if name not in known:  # the extractor needs a declaration; the shapes stay dynamic
-            graph.value_info.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
+    # The extractor needs a declaration, and OpenVINO's ONNX reader a static
+    # rank: z is [1, channels, frames] and g [1, speaker channels, 1].
+    declared: dict[str, list[int | str]] = {
+        latent: [1, "latent_channels", "frames"],
+        speaker: [1, "speaker_channels", 1],
+    }
+    _replace_declarations(graph, declared)
     try:
         extractor = Extractor(model)
         front = extractor.extract_model(
