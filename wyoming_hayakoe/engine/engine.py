@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..runtime.cache import ModelCache
+from ..runtime.cache import ModelCache, RuntimeRequest
 from ..store import find_bert, find_voice, installed_voices
 from ..text import Frontend, Phonemes, split_sentences
 from ..text.hayakoe.sentences import cut_position
@@ -80,14 +80,21 @@ class Engine:
         threads: int | None = None,
         keep_words: Sequence[str] = (),
         cache_dir: Path | None = None,
+        backend: str = "auto",
+        precision: str = "auto",
     ) -> Engine:
         """The BERT and `voices` (default: every installed one) from the first data dir that has each.
 
         `keep_words`: Latin surfaces of the user dictionary, left for OpenJTalk
         to read. `cache_dir` keeps the models optimized for this machine
         between runs (see runtime/cache.py); without it they are optimized
-        again at every start.
+        again at every start. `backend` (auto, onnxruntime, openvino) and
+        `precision` (auto, f32, bf16; the decoder's) choose where the voices'
+        models run: auto measures the runtimes here when a model is first
+        prepared (runtime/measure.py); each voice's `runtimes` holds the
+        choice and its figures. Raises ValueError for an unknown or impossible pair.
         """
+        request = RuntimeRequest(backend, precision, threads)
         dirs = [Path(d) for d in data_dirs]
         cache = ModelCache(cache_dir)
         bert = BertEncoder.load(find_bert(dirs), cache, threads)
@@ -101,7 +108,7 @@ class Engine:
             return frontends[add_blank]
 
         names = list(voices) if voices else installed_voices(dirs)
-        loaded = [Voice.load(find_voice(dirs, name), frontend_for, cache, threads) for name in dict.fromkeys(names)]
+        loaded = [Voice.load(find_voice(dirs, name), frontend_for, cache, request) for name in dict.fromkeys(names)]
         return cls(bert, loaded, HomeAssistantReader(keep_words))
 
     def voice(self, name: str) -> Voice:

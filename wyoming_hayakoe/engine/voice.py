@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ..runtime import ort
-from ..runtime.cache import ModelCache
+from ..runtime import loading
+from ..runtime.cache import ModelCache, RuntimeChoice, RuntimeRequest
 from ..runtime.models import SynthesisInputs, VoiceModels
 from ..store import VoiceFiles
 from ..text import Frontend, Phonemes
@@ -105,8 +105,9 @@ class Voice:
         frontend: Frontend,
         models: VoiceModels,
         origin: str = "",
+        runtimes: dict[str, RuntimeChoice] | None = None,
     ) -> None:
-        """`origin`: where the voice came from, for the log."""
+        """`origin`: where the voice came from, for the log; `runtimes`: each part's runtime and its measurements."""
         _require_jp_extra(name, config)
         self.name = name
         self.origin = origin
@@ -114,6 +115,7 @@ class Voice:
         self.style_vectors = style_vectors.astype(np.float32)
         self.frontend = frontend
         self.models = models
+        self.runtimes = runtimes or {}
         self.decode_factor: float | None = None  # decoding seconds per second of audio, smoothed
 
     @classmethod
@@ -122,17 +124,25 @@ class Voice:
         files: VoiceFiles,
         frontend_for: Callable[[bool], Frontend],
         cache: ModelCache,
-        threads: int | None = None,
+        request: RuntimeRequest | None = None,
         chunked: bool = True,
     ) -> Voice:
-        """The voice in `files` on ONNX Runtime, its models optimized through `cache`."""
+        """The voice in `files`, its models optimized through `cache` and each run where `request` says
+        (default: the faster runtime measured here, see runtime/measure.py)."""
         config = VoiceConfig.from_json(json.loads(files.config.read_text(encoding="utf-8")))
         _require_jp_extra(files.name, config)  # before optimizing anything
-        models, unsplit_reason = ort.load_voice(files, cache, threads, chunked)
-        if unsplit_reason:
-            _LOGGER.warning("%s cannot be split (%s): audio comes per sentence", files.synthesizer, unsplit_reason)
+        loaded = loading.load_voice(files, cache, request or RuntimeRequest(), chunked)
+        models = loaded.models
+        if loaded.unsplit_reason:
+            _LOGGER.warning(
+                "%s cannot be split (%s): audio comes per sentence", files.synthesizer, loaded.unsplit_reason
+            )
+        for part, choice in loaded.runtimes.items():
+            _LOGGER.info("Voice %s %s", files.name, choice.summary(part))
         frontend = frontend_for(config.add_blank)
-        voice = cls(files.name, config, np.load(files.style_vectors), frontend, models, str(files.folder))
+        voice = cls(
+            files.name, config, np.load(files.style_vectors), frontend, models, str(files.folder), loaded.runtimes
+        )
         _LOGGER.info(
             "Loaded voice %s from %s (styles: %s%s)",
             voice.name,

@@ -1,8 +1,9 @@
 """The model roles on ONNX Runtime: sessions opened one way, inputs bound by the graphs' names.
 
 Each class takes any `Session` (anything with ONNX Runtime's `run`), so a
-test can wrap or replace one; `load_bert` and `load_voice` open the
-optimized models the cache made (see cache.py).
+test can wrap or replace one, and OpenVINO's compiled models (openvino.py)
+are bound by the same code; `load_bert` opens the optimized BERT the cache
+made (see cache.py), loading.py a voice's models.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from typing import Any, Protocol
 import numpy as np
 import onnxruntime as ort
 
-from ..store import BertFiles, VoiceFiles
-from .cache import DECODER, FRONT, WHOLE, ModelCache
-from .models import SynthesisInputs, VoiceModels
+from ..store import BertFiles
+from .cache import WHOLE, ModelCache
+from .models import SynthesisInputs
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
@@ -153,28 +154,3 @@ class OrtDurationPredictor(_OnSession):
 
 def load_bert(files: BertFiles, cache: ModelCache, threads: int | None) -> OrtBert:
     return OrtBert(open_session(cache.prepare(files.onnx).parts[WHOLE], threads))
-
-
-def load_voice(
-    files: VoiceFiles, cache: ModelCache, threads: int | None, chunked: bool = True
-) -> tuple[VoiceModels, str]:
-    """The voice's models, and why its synthesizer could not be split ("" if it was or was not asked to be)."""
-    synthesizer = cache.prepare(files.synthesizer, split=chunked)
-    duration_predictor = (
-        OrtDurationPredictor(open_session(cache.prepare(files.duration_predictor).parts[WHOLE], threads))
-        if files.duration_predictor
-        else None
-    )
-    if synthesizer.split:
-        names = (synthesizer.latent, synthesizer.speaker)
-        models = VoiceModels(
-            front=OrtFront(open_session(synthesizer.parts[FRONT], threads), *names),
-            decoder=OrtDecoder(open_session(synthesizer.parts[DECODER], threads), *names),
-            duration_predictor=duration_predictor,
-        )
-    else:
-        models = VoiceModels(
-            whole=OrtWholeSynthesizer(open_session(synthesizer.parts[WHOLE], threads)),
-            duration_predictor=duration_predictor,
-        )
-    return models, synthesizer.unsplit_reason
