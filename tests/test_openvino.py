@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 from wyoming_hayakoe.engine.engine import Engine
 from wyoming_hayakoe.runtime import cache as cache_module
 from wyoming_hayakoe.runtime import optimize
-from wyoming_hayakoe.runtime.cache import MANIFEST, ModelCache, PreparationError
+from wyoming_hayakoe.runtime.cache import MANIFEST, ModelCache, PreparationError, RuntimeRequest
 from wyoming_hayakoe.runtime.deconv import widen_conv_transposes
 from wyoming_hayakoe.runtime.measure import bf16_native, snr_db
 from wyoming_hayakoe.runtime.openvino import OvSession, core
@@ -208,3 +209,17 @@ def test_bf16_on_onnxruntime_is_a_clear_error(standin_dir: Path) -> None:
         timeout=120,
     )
     assert done.returncode == 2 and "bf16 needs OpenVINO" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_entries_of_other_requests_stay_and_older_ones_go(standin_dir: Path, tmp_path: Path) -> None:
+    source = standin_dir / "onnx" / "speakers" / VOICE / "duration_predictor.onnx"
+    cache = ModelCache(tmp_path / "cache")
+    forced = cache.prepare(source, request=RuntimeRequest("onnxruntime")).parts["model"].parent
+    older = tmp_path / "cache" / "made-by-an-older-version"  # its manifest records no request
+    shutil.copytree(forced, older)
+    manifest = json.loads((older / MANIFEST).read_text(encoding="utf-8"))
+    del manifest["request"]
+    (older / MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
+    auto = cache.prepare(source, request=RuntimeRequest()).parts["model"].parent
+    assert auto != forced and forced.is_dir() and auto.is_dir()
+    assert not older.exists()
