@@ -144,7 +144,7 @@ def add_runtime_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGr
         "--backend",
         choices=BACKENDS,
         default="auto",
-        help="Runtime for the synthesizer and duration predictor: auto measures ONNX Runtime and OpenVINO "
+        help="Runtime for the voices' decoder: auto measures ONNX Runtime and OpenVINO "
         "on this machine when a model is first prepared and keeps the faster one that gives the same audio "
         "(default: %(default)s)",
     )

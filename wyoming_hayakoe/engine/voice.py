@@ -138,7 +138,8 @@ class Voice:
                 "%s cannot be split (%s): audio comes per sentence", files.synthesizer, loaded.unsplit_reason
             )
         for part, choice in loaded.runtimes.items():
-            _LOGGER.info("Voice %s %s", files.name, choice.summary(part))
+            level = logging.WARNING if choice.disagreed else logging.INFO
+            _LOGGER.log(level, "Voice %s %s", files.name, choice.summary(part))
         frontend = frontend_for(config.add_blank)
         voice = cls(
             files.name, config, np.load(files.style_vectors), frontend, models, str(files.folder), loaded.runtimes

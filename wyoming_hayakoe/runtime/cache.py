@@ -15,8 +15,8 @@ A cache entry is keyed by the source model's files (path, size, mtime), this
 code, the ONNX Runtime version and the CPU, since optimized graphs may use
 CPU-specific kernels. Entries for older versions of a source are removed.
 
-A synthesizer or duration predictor prepared with a `RuntimeRequest` may also
-run on OpenVINO: the child then times both runtimes on this machine, checks
+The decoder of a synthesizer split with a `RuntimeRequest` may also run on
+OpenVINO: the child then times both runtimes on this machine, checks
 OpenVINO's output against ONNX Runtime's, and records the choice with its
 figures in the entry (measure.py); the request and OpenVINO's version are
 then part of the key. Its progress lines are relayed to the log as they come.
@@ -110,6 +110,11 @@ class RuntimeChoice:
     def label(self) -> str:
         return f"{self.backend} {self.precision}"
 
+    @property
+    def disagreed(self) -> bool:
+        """Whether OpenVINO failed at f32: not a precision trade-off but a runtime computing this model wrongly."""
+        return any(label.endswith(" f32") for label in self.failed)
+
     def summary(self, part: str) -> str:
         """One log line, e.g. `decoder: openvino f32 0.15 s, onnxruntime f32 0.22 s per 100 frames -> openvino f32`."""
         timed = ", ".join(f"{name} {secs:.3g} s" for name, secs in sorted(self.seconds.items(), key=lambda i: i[1]))
@@ -168,13 +173,8 @@ def openvino_version() -> str | None:
 
 
 def runtime_identity(request: RuntimeRequest | None, split: bool) -> dict[str, Any] | None:
-    """What of `request` shapes the entry: precision only where there is a decoder."""
-    if request is None:
-        return None
-    identity = asdict(request)
-    if not split:
-        identity.pop("precision")
-    return identity
+    """What of `request` shapes the entry: only a split synthesizer's decoder is measured."""
+    return asdict(request) if request is not None and split else None
 
 
 def cache_key(source: Path, split: bool, request: RuntimeRequest | None = None) -> str:
@@ -193,7 +193,7 @@ def cache_key(source: Path, split: bool, request: RuntimeRequest | None = None) 
         "cpu": _cpu_signature(),
         "split": split,
     }
-    if request is not None:
+    if runtime_identity(request, split) is not None:
         identity.update(runtime=runtime_identity(request, split), openvino=openvino_version())
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
 
@@ -221,9 +221,8 @@ class ModelCache:
 
         One process at a time works in the folder (a lock file), so servers
         started together optimize a model once and never see a half-made entry.
-        With a `request`, a synthesizer (split) or duration predictor may also
-        run on OpenVINO, as measured here (see measure.py); without one, as
-        for the BERT, it runs on ONNX Runtime.
+        With a `request`, a split synthesizer's decoder may run on OpenVINO,
+        as measured here (see measure.py); everything else runs on ONNX Runtime.
         """
         entry = self.folder / cache_key(source, split, request)
         try:
@@ -251,7 +250,8 @@ class ModelCache:
         try:
             command = [sys.executable, "-m", OPTIMIZER, str(source.absolute()), str(work.absolute())]
             command += ["--split"] if split else []
-            if request is not None:
+            if runtime_identity(request, split) is not None:
+                assert request is not None
                 command += ["--backend", request.backend, "--precision", request.precision]
                 command += ["--threads", str(request.threads)] if request.threads else []
             done = _run_child(command, f"{source.parent.name}/{source.name}")

@@ -1,7 +1,9 @@
 """A voice's models opened on the runtime its cache entry chose for each part (ONNX Runtime or OpenVINO).
 
-Only the chosen runtime opens a part, so a part on OpenVINO holds no ONNX
-Runtime session beside it. The BERT always runs on ONNX Runtime (ort.py).
+Only the chosen runtime opens a part, so a decoder on OpenVINO holds no ONNX
+Runtime session beside it. Only the decoder is ever measured (see
+measure.py): the front, the duration predictor and the BERT (ort.py) run on
+ONNX Runtime.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ _told_no_openvino = False
 @dataclass(frozen=True)
 class LoadedVoice:
     """A voice's models, why its synthesizer could not be split ("" if it was or was not asked to be),
-    and each part's runtime with the measurements it was chosen by (keys: front, decoder, duration predictor)."""
+    and each measured part's runtime with the measurements it was chosen by (key: decoder)."""
 
     models: VoiceModels
     unsplit_reason: str
@@ -58,14 +60,11 @@ def _tell_once_if_no_openvino(runtimes: dict[str, RuntimeChoice]) -> None:
 def load_voice(files: VoiceFiles, cache: ModelCache, request: RuntimeRequest, chunked: bool = True) -> LoadedVoice:
     """The voice's models on their chosen runtimes (an unsplit synthesizer stays on ONNX Runtime)."""
     threads = request.threads
-    runtimes: dict[str, RuntimeChoice] = {}
     duration_predictor = None
     if files.duration_predictor:
-        prepared_dp = cache.prepare(files.duration_predictor, request=request)
-        duration_predictor = OrtDurationPredictor(_open(prepared_dp, WHOLE, threads))
-        runtimes["duration predictor"] = prepared_dp.runtime(WHOLE)
-    # Only a split synthesizer is measured: with split=False, a request would mean a duration predictor.
-    synthesizer = cache.prepare(files.synthesizer, split=chunked, request=request if chunked else None)
+        prepared_dp = cache.prepare(files.duration_predictor)
+        duration_predictor = OrtDurationPredictor(open_session(prepared_dp.parts[WHOLE], threads))
+    synthesizer = cache.prepare(files.synthesizer, split=chunked, request=request)
     if synthesizer.split:
         names = (synthesizer.latent, synthesizer.speaker)
         models = VoiceModels(
@@ -73,11 +72,12 @@ def load_voice(files: VoiceFiles, cache: ModelCache, request: RuntimeRequest, ch
             decoder=OrtDecoder(_open(synthesizer, DECODER, threads), *names),
             duration_predictor=duration_predictor,
         )
-        runtimes.update({part: synthesizer.runtime(part) for part in (FRONT, DECODER)})
+        runtimes = dict(synthesizer.runtimes)
     else:
         models = VoiceModels(
             whole=OrtWholeSynthesizer(open_session(synthesizer.parts[WHOLE], threads)),
             duration_predictor=duration_predictor,
         )
+        runtimes = {}
     _tell_once_if_no_openvino(runtimes)
     return LoadedVoice(models, synthesizer.unsplit_reason, runtimes)

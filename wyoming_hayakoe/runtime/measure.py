@@ -1,15 +1,22 @@
-"""Choosing each part's runtime by measuring it on this machine (in the cache's child process).
+"""Choosing the decoder's runtime by measuring it on this machine (in the cache's child process).
 
 Which runtime is faster depends on the CPU (OpenVINO won on an AVX-512 EPYC
 and lost with oneDNN capped at AVX2), so it is measured where the server
-runs. Each part OpenVINO may run (front, decoder, duration predictor) is
-converted to OpenVINO IR with its 1-D ConvTranspose widened (deconv.py),
-compiled at f32 (and bf16 for the decoder, where eligible), and run on the
-same inputs as ONNX Runtime f32: a warm-up, then the best of three timed
-runs. A candidate whose output disagrees with ONNX Runtime's (below
-`F32_MIN_SNR_DB`, or `BF16_MIN_SNR_DB` for bf16, or another shape: bf16 in
-the front changes the frame count) is never chosen; of the rest, the
-fastest is. The losers' files are removed from the entry.
+runs. The decoder is converted to OpenVINO IR with its 1-D ConvTranspose
+widened (deconv.py), compiled at f32 (and bf16, where eligible), and run on
+the same input as ONNX Runtime f32 (the front's latent of a made-up
+sentence): a warm-up, then the best of three timed runs. A candidate whose
+output disagrees with ONNX Runtime's (below `F32_MIN_SNR_DB`, or
+`BF16_MIN_SNR_DB` for bf16, or another shape) is never chosen; of the rest,
+the fastest is. The losers' files are removed from the entry.
+
+Only the decoder: OpenVINO keeps the largest intermediate buffers a
+dynamic-shape model ever needed for as long as the compiled model lives.
+The decoder runs on slices of bounded length, so that is bounded; the front
+and the duration predictor take whole sentences and texts (on the tiny
+stand-in, a 300-character sentence left some 830 MB resident on OpenVINO,
+4 MB on ONNX Runtime, whose arena shrinks after each run), so they stay on
+ONNX Runtime.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import onnx
 from .cache import DECODER, FRONT, NO_OPENVINO, OPENVINO, OPENVINO_CACHE, RuntimeChoice, RuntimeRequest
 from .deconv import widen_conv_transposes
 from .models import SynthesisInputs
-from .ort import OrtDecoder, OrtDurationPredictor, OrtFront, Session, open_session
+from .ort import OrtDecoder, OrtFront, Session, open_session
 from .split import SplitSynthesizer
 
 F32_MIN_SNR_DB = 100.0
@@ -135,8 +142,7 @@ def best_time(run: Callable[[Session], Outputs], session: Session) -> tuple[Outp
 class Part:
     """One model OpenVINO may run: its ONNX Runtime file, its plain graph and one pass of it."""
 
-    key: str  # the part in the manifest: front, decoder, or model (a duration predictor)
-    title: str  # for the log
+    key: str  # the part in the manifest
     ort_model: Path
     graph: bytes  # before ONNX Runtime's optimization (its fused ops are its own)
     work: str  # what one pass is, for the log
@@ -151,20 +157,19 @@ class Measurer:
         self.out = out
         self.steps = steps
         self.openvino_error = ""
-        self.reference: Outputs = ()
         if request.backend != "onnxruntime":
             try:
                 from . import openvino  # noqa: F401  (imported here: a missing or broken OpenVINO is a note)
             except ImportError as err:
                 self.openvino_error = f"{NO_OPENVINO} ({err})"
 
-    def _precisions(self, part: str) -> tuple[list[str], str]:
-        """OpenVINO precisions to try for `part`, and why bf16 is not among them (if it is not)."""
+    def _precisions(self) -> tuple[list[str], str]:
+        """OpenVINO precisions to try for the decoder, and why bf16 is not among them (if it is not)."""
         if self.request.backend == "onnxruntime":
             return [], ""
         if self.openvino_error:
             return [], self.openvino_error
-        if part != DECODER or self.request.precision == "f32":
+        if self.request.precision == "f32":
             return ["f32"], ""
         if self.request.precision == "bf16":
             return ["bf16"], "" if bf16_native() else "bf16 forced on a CPU without native bf16"
@@ -173,38 +178,40 @@ class Measurer:
         return ["f32"], "bf16 not tried: this CPU does not compute bf16 natively"
 
     def measure(self, part: Part) -> tuple[RuntimeChoice, str]:
-        """The part's runtime choice and the file the server opens (`reference` then holds ONNX Runtime's outputs)."""
-        self.steps(f"measuring {part.title} on onnxruntime")
-        self.reference, seconds = best_time(part.run, open_session(part.ort_model, self.request.threads))
-        reference = self.reference
+        """The part's runtime choice and the file the server opens."""
+        self.steps(f"measuring {part.key} on onnxruntime")
+        reference, seconds = best_time(part.run, open_session(part.ort_model, self.request.threads))
         times = {ORT_F32: seconds}
         snrs: dict[str, float] = {}
         failed: dict[str, str] = {}
-        precisions, note = self._precisions(part.key)
+        precisions, note = self._precisions()
         blobs: dict[str, set[Path]] = {}
+        ir = self.out / f"{part.key}.xml"
         if precisions:
-            from .openvino import open_compiled, save_ir
+            from .openvino import save_ir
 
-            self.steps(f"converting {part.title} for openvino", new_step=False)
+            self.steps(f"converting {part.key} for openvino", new_step=False)
             graph = onnx.load_from_string(part.graph)
             widen_conv_transposes(graph)
-            ir = self.out / f"{part.key}.xml"
-            save_ir(graph.SerializeToString(), ir)
+            try:
+                save_ir(graph.SerializeToString(), ir)
+            except Exception as err:  # OpenVINO refuses the graph: ONNX Runtime runs it
+                failed.update({f"{OPENVINO} {p}": f"could not convert: {_first_line(err)}" for p in precisions})
+                precisions = []
             del graph
-            cache = self.out / OPENVINO_CACHE
-            for precision in precisions:
-                label = f"{OPENVINO} {precision}"
-                self.steps(f"compiling and measuring {part.title} on {label}", new_step=False)
-                before = set(cache.glob("*"))
-                compiled = open_compiled(ir, precision, self.request.threads, cache)
-                blobs[label] = set(cache.glob("*")) - before
-                outputs, times[label] = best_time(part.run, compiled)
-                del compiled  # one compiled model in memory at a time
-                snr, problem = agreement(reference, outputs, BF16_MIN_SNR_DB if precision == "bf16" else F32_MIN_SNR_DB)
-                if snr is not None:
-                    snrs[label] = round(snr, 1)
-                if problem:
-                    failed[label] = problem
+        for precision in precisions:
+            label = f"{OPENVINO} {precision}"
+            self.steps(f"compiling and measuring {part.key} on {label}", new_step=False)
+            try:
+                outputs, times[label] = self._run_openvino(part, ir, precision, blobs.setdefault(label, set()))
+            except Exception as err:  # a plugin that cannot compile or run it
+                failed[label] = f"could not run: {_first_line(err)}"
+                continue
+            snr, problem = agreement(reference, outputs, BF16_MIN_SNR_DB if precision == "bf16" else F32_MIN_SNR_DB)
+            if snr is not None:
+                snrs[label] = round(snr, 1)
+            if problem:
+                failed[label] = problem
         allowed = [label for label in times if label not in failed]
         if self.request.backend == OPENVINO:
             forced = [label for label in allowed if label != ORT_F32]
@@ -228,6 +235,16 @@ class Measurer:
         file = part.ort_model.name if chosen == ORT_F32 else f"{part.key}.xml"
         return choice, file
 
+    def _run_openvino(self, part: Part, ir: Path, precision: str, blobs: set[Path]) -> tuple[Outputs, float]:
+        """`part` compiled at `precision` and timed; the compiled-model files it added go into `blobs`."""
+        from .openvino import open_compiled
+
+        cache = self.out / OPENVINO_CACHE
+        before = set(cache.glob("*"))
+        compiled = open_compiled(ir, precision, self.request.threads, cache)
+        blobs.update(set(cache.glob("*")) - before)
+        return best_time(part.run, compiled)  # the compiled model is dropped on return: one at a time
+
     def _remove_losers(self, part: Part, chosen: str, blobs: dict[str, set[Path]]) -> None:
         """Only the chosen runtime's files stay: the other runtime never loads this part."""
         for label, files in blobs.items():
@@ -244,42 +261,23 @@ class Measurer:
             (self.out / OPENVINO_CACHE).rmdir()
 
 
-def measure_synthesizer(
-    measurer: Measurer, out: Path, halves: SplitSynthesizer
-) -> dict[str, tuple[RuntimeChoice, str]]:
-    """Front, then the decoder on the first `DECODER_FRAMES` frames of the front's own latent."""
+def _first_line(err: Exception) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+
+
+def measure_decoder(measurer: Measurer, out: Path, halves: SplitSynthesizer) -> tuple[RuntimeChoice, str]:
+    """The decoder on the first `DECODER_FRAMES` frames of the latent the front makes of a made-up sentence."""
     latent, speaker = halves.latent, halves.speaker
     inputs = sentence(vocabulary_sizes(onnx.load_from_string(halves.front)))
-    front = Part(
-        FRONT,
-        FRONT,
-        out / f"{FRONT}.onnx",
-        halves.front,
-        f"{SENTENCE_PHONES} phones",
-        lambda session: OrtFront(session, latent, speaker).latent(inputs),
-    )
-    chosen = {FRONT: measurer.measure(front)}
-    z, g = measurer.reference
+    front = OrtFront(open_session(out / f"{FRONT}.onnx", measurer.request.threads), latent, speaker)
+    z, g = front.latent(inputs)
+    del front
     z = np.tile(z, (1, 1, -(-DECODER_FRAMES // z.shape[2])))[:, :, :DECODER_FRAMES]
     decoder = Part(
-        DECODER,
         DECODER,
         out / f"{DECODER}.onnx",
         halves.decoder,
         f"{DECODER_FRAMES} frames",
         lambda session: (OrtDecoder(session, latent, speaker).decode(z, g),),
     )
-    chosen[DECODER] = measurer.measure(decoder)
-    return chosen
-
-
-def duration_predictor_part(key: str, model: Path, source: onnx.ModelProto) -> Part:
-    inputs = sentence(vocabulary_sizes(source))
-    return Part(
-        key,
-        "duration predictor",
-        model,
-        source.SerializeToString(),
-        f"{SENTENCE_PHONES} phones",
-        lambda s: (OrtDurationPredictor(s).durations(inputs),),
-    )
+    return measurer.measure(decoder)

@@ -33,7 +33,7 @@ from .cache import (
     runtime_identity,
     sync_to_disk,
 )
-from .measure import Measurer, Steps, duration_predictor_part, measure_synthesizer
+from .measure import Measurer, Steps, measure_decoder
 
 
 def _optimize(model: Path | bytes, out: Path) -> None:
@@ -55,7 +55,7 @@ def _prepare_into(source: Path, out: Path, split: bool, request: RuntimeRequest 
     }
     # Forced onto ONNX Runtime, there is nothing to choose between.
     measuring = request if request is not None and request.backend != ONNXRUNTIME else None
-    steps = Steps((5 if measuring else 3) if split else (2 if measuring else 1))
+    steps = Steps((4 if measuring else 3) if split else 1)
     halves = None
     if split:
         from .split import Unsplittable, split_synthesizer  # imports onnx: only ever in this child
@@ -71,11 +71,6 @@ def _prepare_into(source: Path, out: Path, split: bool, request: RuntimeRequest 
         steps("optimizing")
         _optimize(source, out / f"{WHOLE}.onnx")
         parts = {WHOLE: f"{WHOLE}.onnx"}
-        if measuring is not None and not split:  # a duration predictor (the BERT comes without a request)
-            import onnx
-
-            dp = duration_predictor_part(WHOLE, out / parts[WHOLE], onnx.load(str(source)))
-            runtimes[WHOLE], parts[WHOLE] = Measurer(measuring, out, steps).measure(dp)
     else:
         steps("optimizing the front")
         _optimize(halves.front, out / f"{FRONT}.onnx")
@@ -83,9 +78,7 @@ def _prepare_into(source: Path, out: Path, split: bool, request: RuntimeRequest 
         _optimize(halves.decoder, out / f"{DECODER}.onnx")
         parts = {FRONT: f"{FRONT}.onnx", DECODER: f"{DECODER}.onnx"}
         if measuring is not None:
-            chosen = measure_synthesizer(Measurer(measuring, out, steps), out, halves)
-            for part, (choice, file) in chosen.items():
-                runtimes[part], parts[part] = choice, file
+            runtimes[DECODER], parts[DECODER] = measure_decoder(Measurer(measuring, out, steps), out, halves)
         manifest.update(latent=halves.latent, speaker=halves.speaker)
     manifest["parts"] = parts
     manifest["runtimes"] = {part: asdict(choice) for part, choice in runtimes.items()}
