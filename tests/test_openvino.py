@@ -241,3 +241,21 @@ def test_an_openvino_that_cannot_compile_the_decoder_leaves_it_on_onnxruntime(
     assert choice.failed["openvino f32"] == "could not run: Exception from src/plugins/intel_cpu: unsupported node"
     warned = [r for r in caplog.records if r.levelno == logging.WARNING and "decoder:" in r.getMessage()]
     assert len(warned) == 1 and "could not run" in warned[0].getMessage()
+
+
+def test_without_openvino_the_server_says_so_once_and_runs_on_onnxruntime(
+    standin_dir: Path, tmp_path: Path, monkeypatch, caplog
+) -> None:
+    import wyoming_hayakoe.runtime as runtime_package
+    from wyoming_hayakoe.runtime import loading
+
+    monkeypatch.setitem(sys.modules, "openvino", None)  # `import openvino` fails, as with too old a glibc
+    monkeypatch.delitem(sys.modules, "wyoming_hayakoe.runtime.openvino")
+    monkeypatch.delattr(runtime_package, "openvino")
+    monkeypatch.setattr(loading, "_told_no_openvino", False)
+    monkeypatch.setattr(cache_module, "_run_child", run_child_in_process)
+    caplog.set_level(logging.INFO)
+    engine = Engine.load([standin_dir], voices=["standin-a", "standin-b"], cache_dir=tmp_path / "cache")
+    assert all(v.runtimes["decoder"].backend == "onnxruntime" for v in engine.voices.values())
+    told = [r.getMessage() for r in caplog.records if "OpenVINO cannot be imported" in r.getMessage()]
+    assert len([m for m in told if "every model runs on ONNX Runtime" in m]) == 1, told

@@ -75,10 +75,11 @@ class PreparationError(RuntimeError):
 
 @dataclass(frozen=True)
 class RuntimeRequest:
-    """Which runtimes may run a model (`--backend`, `--precision`) and with how many threads.
+    """Which runtimes may run a voice's decoder (`--backend`, `--precision`) and with how many threads.
 
-    `precision` applies to the decoder only: bf16 in the front changes the
-    durations. Raises ValueError for an unknown value or bf16 without OpenVINO.
+    Only the decoder is measured and may run on OpenVINO (measure.py says
+    why); bf16 would change the front's durations anyway. Raises ValueError
+    for an unknown value or bf16 without OpenVINO.
     """
 
     backend: str = "auto"

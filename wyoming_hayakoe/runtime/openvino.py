@@ -1,7 +1,8 @@
-"""OpenVINO's CPU plugin as a second runtime for the synthesizer's front, its decoder and the duration predictor.
+"""OpenVINO's CPU plugin as a second runtime, for the synthesizer's decoder.
 
 A compiled model is wrapped as a `Session` (ONNX Runtime's `run`), so the
-roles in ort.py bind its inputs by the same names with the same code. The
+roles in ort.py bind its inputs by the same names with the same code (any
+role: measure.py says why only the decoder is given to OpenVINO). The
 precision is always given: OpenVINO's default is bf16 on x86 CPUs with
 AVX512_BF16 and f16 on ARM cores that have it, neither of which matches
 ONNX Runtime; `save_ir` likewise keeps f32 weights (OpenVINO's default
