@@ -72,7 +72,7 @@ def load_voice(files: VoiceFiles, cache: ModelCache, request: RuntimeRequest, ch
             decoder=OrtDecoder(_open(synthesizer, DECODER, threads), *names),
             duration_predictor=duration_predictor,
         )
-        runtimes = dict(synthesizer.runtimes)
+        runtimes = {DECODER: synthesizer.runtime(DECODER)}  # unmeasured when forced onto ONNX Runtime
     else:
         models = VoiceModels(
             whole=OrtWholeSynthesizer(open_session(synthesizer.parts[WHOLE], threads)),
