@@ -365,6 +365,8 @@ OPTIONS = {
     "sdp_ratio": 0.3,
     "noise_scale": 0.5,
     "noise_w_scale": 0.7,
+    "backend": "openvino",
+    "precision": "f32",
     "debug_logging": True,
 }
 
@@ -453,6 +455,7 @@ def test_run_script_passes_every_option(tmp_path):
     assert float(flag(argv, "--sdp-ratio")[0]) == 0.3
     assert float(flag(argv, "--noise-scale")[0]) == 0.5
     assert float(flag(argv, "--noise-w-scale")[0]) == 0.7
+    assert flag(argv, "--backend") == ["openvino"] and flag(argv, "--precision") == ["f32"]
     assert "--debug" in argv and "--no-download" in argv
     assert flag(argv, "--data-dir") == [str(addon.data), str(addon.image)], "no /share/hayakoe folder"
     assert flag(argv, "--download-dir") == [str(addon.data)]

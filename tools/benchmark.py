@@ -426,14 +426,14 @@ def chunked_decoding_snr(full: Path) -> float:
     from wyoming_hayakoe.engine.engine import Engine
     from wyoming_hayakoe.engine.settings import SynthesisSettings
     from wyoming_hayakoe.engine.voice import Voice
-    from wyoming_hayakoe.runtime import ort
-    from wyoming_hayakoe.runtime.cache import ModelCache
+    from wyoming_hayakoe.runtime.cache import ModelCache, RuntimeRequest
+    from wyoming_hayakoe.runtime.loading import load_voice
     from wyoming_hayakoe.store import find_voice
     from wyoming_hayakoe.text import split_sentences
 
     engine = Engine.load([full], voices=[VOICES[0]])
     voice = engine.voice(VOICES[0])
-    models, _ = ort.load_voice(find_voice([full], VOICES[0]), ModelCache(), None, chunked=False)
+    models = load_voice(find_voice([full], VOICES[0]), ModelCache(), RuntimeRequest(), chunked=False).models
     whole = Voice(voice.name, voice.config, voice.style_vectors, voice.frontend, models)
     quiet = SynthesisSettings(noise_scale=0.0, noise_w_scale=0.0)
     worst = float("inf")

@@ -21,10 +21,12 @@ from .. import __version__
 from ..store import DEFAULT_REPO, check_voice_name
 from .common import (
     add_cache_dir_argument,
+    add_runtime_arguments,
     add_synthesis_arguments,
     cache_dir_from,
     positive_int,
     run_cli,
+    runtime_from,
     settings_from,
     setup_logging,
 )
@@ -117,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="CPU threads for inference (default: ONNX Runtime's choice, all cores)",
     )
+    add_runtime_arguments(server)
 
     voices = parser.add_argument_group("voices")
     voices.add_argument(
@@ -209,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in [args.voice, *args.load_voice]:
             if name:
                 check_voice_name(name)
+        backend, precision = runtime_from(args)
         config = ServerConfig(
             uri=args.uri,
             data_dirs=args.data_dir,
@@ -225,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
             max_queue=args.max_queue,
             max_text_length=args.max_text_length,
             threads=args.threads,
+            backend=backend,
+            precision=precision,
             warm_up=not args.no_warmup,
             zeroconf=args.zeroconf,
             zeroconf_host=args.zeroconf_host,

@@ -19,11 +19,13 @@ import numpy as np
 from .common import (
     add_cache_dir_argument,
     add_data_dir_argument,
+    add_runtime_arguments,
     add_synthesis_arguments,
     cache_dir_from,
     fail,
     positive_int,
     run_cli,
+    runtime_from,
     settings_from,
     setup_logging,
 )
@@ -109,6 +111,7 @@ def main() -> int:
         "--threads", type=positive_int, default=None, help="CPU threads for inference (default: all cores)"
     )
     add_cache_dir_argument(parser)
+    add_runtime_arguments(parser)
     parser.add_argument("--debug", action="store_true")
     args = parser.parse_args()
     setup_logging(args.debug)
@@ -123,6 +126,7 @@ def main() -> int:
             parser.error(f"the following arguments are required: {', '.join(missing)} (or give --reading)")
         try:
             output = Output.parse(args.output)
+            runtime_from(args)
         except ValueError as err:
             fail(str(err))
 
@@ -189,6 +193,8 @@ def _synthesize(args: argparse.Namespace, text: str, keep_words: list[str], outp
             threads=args.threads,
             keep_words=keep_words,
             cache_dir=cache_dir_from(args),
+            backend=args.backend,
+            precision=args.precision,
         )
         speech = Speech(engine, args.voice, settings)
         asyncio.run(play(speech, speech.text(text), sink))

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..runtime.cache import ModelCache, PreparationError
+from ..runtime.cache import ModelCache, PreparationError, RuntimeRequest
 from ..store import aivmx_voices, find_bert, find_voice, installed_voices
 from ..text import Frontend, Phonemes, split_sentences
 from ..text.hayakoe.sentences import cut_position
@@ -90,14 +90,21 @@ class Engine:
         threads: int | None = None,
         keep_words: Sequence[str] = (),
         cache_dir: Path | None = None,
+        backend: str = "auto",
+        precision: str = "auto",
     ) -> Engine:
         """The BERT and `voices` (default: every installed one) from the first data dir that has each.
 
         `keep_words`: Latin surfaces of the user dictionary, left for OpenJTalk
         to read. `cache_dir` keeps the models optimized for this machine
         between runs (see runtime/cache.py); without it they are optimized
-        again at every start.
+        again at every start. `backend` (auto, onnxruntime, openvino) and
+        `precision` (auto, f32, bf16; the decoder's) choose where the voices'
+        models run: auto measures the runtimes here when a model is first
+        prepared (runtime/measure.py); each voice's `runtimes` holds the
+        choice and its figures. Raises ValueError for an unknown or impossible pair.
         """
+        request = RuntimeRequest(backend, precision, threads)
         dirs = [Path(d) for d in data_dirs]
         cache = ModelCache(cache_dir)
         bert = BertEncoder.load(find_bert(dirs), cache, threads)
@@ -119,10 +126,10 @@ class Engine:
         for name in dict.fromkeys(names):
             found = aivmx.voices.get(name)
             if found is None:
-                loaded.append(Voice.load(find_voice(dirs, name), frontend_for, cache, threads))
+                loaded.append(Voice.load(find_voice(dirs, name), frontend_for, cache, request))
             elif found.path not in refused:
                 try:
-                    loaded.append(Voice.load_aivmx(found, frontend_for, cache, threads))
+                    loaded.append(Voice.load_aivmx(found, frontend_for, cache, request))
                 except PreparationError as err:  # one model refused; the other voices are still served
                     refused[found.path] = err.reason
                     _LOGGER.warning("AIVMX file %s refused: %s", found.path, err.reason)

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ..runtime import ort
-from ..runtime.cache import ModelCache
+from ..runtime import loading
+from ..runtime.cache import ModelCache, RuntimeChoice, RuntimeRequest
 from ..runtime.models import SynthesisInputs, VoiceModels
 from ..store import STYLE_VECTORS_FILE, VOICE_CONFIG_FILE, AivmxVoice, VoiceFiles
 from ..text import Frontend, Phonemes
@@ -141,9 +141,11 @@ class Voice:
         origin: str = "",
         speaker_id: int = 0,
         aivmx: AivmxVoice | None = None,
+        runtimes: dict[str, RuntimeChoice] | None = None,
     ) -> None:
         """`origin`: where the voice came from, for the log; `speaker_id`: the synthesizer's sid;
-        `aivmx`: the model and speaker an AIVMX voice is (names, licence)."""
+        `aivmx`: the model and speaker an AIVMX voice is (names, licence); `runtimes`: each part's
+        runtime and its measurements."""
         _require_jp_extra(name, config)
         self.name = name
         self.origin = origin
@@ -155,6 +157,7 @@ class Voice:
         self.models = models
         self.decode_factor: float | None = None  # decoding seconds per second of audio decoded, smoothed
         self._decoder_cold = True  # its first run includes ONNX Runtime's lazy initialisation
+        self.runtimes = runtimes or {}
 
     @classmethod
     def load(
@@ -162,13 +165,14 @@ class Voice:
         files: VoiceFiles,
         frontend_for: Callable[[bool], Frontend],
         cache: ModelCache,
-        threads: int | None = None,
+        request: RuntimeRequest | None = None,
         chunked: bool = True,
     ) -> Voice:
-        """The voice in `files` on ONNX Runtime, its models optimized through `cache`."""
+        """The voice in `files`, its models optimized through `cache` and each run where `request` says
+        (default: the faster runtime measured here, see runtime/measure.py)."""
         config = VoiceConfig.from_json(json.loads(files.config.read_text(encoding="utf-8")))
         _require_jp_extra(files.name, config)  # before optimizing anything
-        return cls._load(files, config, frontend_for, cache, threads, chunked)
+        return cls._load(files, config, frontend_for, cache, request, chunked)
 
     @classmethod
     def load_aivmx(
@@ -176,14 +180,14 @@ class Voice:
         voice: AivmxVoice,
         frontend_for: Callable[[bool], Frontend],
         cache: ModelCache,
-        threads: int | None = None,
+        request: RuntimeRequest | None = None,
         chunked: bool = True,
     ) -> Voice:
         """One speaker of an AIVMX model: converted once by the cache, whose entry holds its config and style vectors.
 
         Raises PreparationError with the reason when the file cannot be converted.
         """
-        prepared = cache.prepare(voice.path, split=chunked)
+        prepared = cache.prepare(voice.path, split=chunked, request=request or RuntimeRequest())
         files = VoiceFiles(
             name=voice.name,
             folder=voice.path.parent,
@@ -196,7 +200,7 @@ class Voice:
         config = replace(config, style_ids=dict(voice.styles))  # this speaker's styles, by their manifest names
         if prepared.no_duration_predictor_reason:
             _LOGGER.warning("%s: no duration predictor (%s)", voice.path, prepared.no_duration_predictor_reason)
-        loaded = cls._load(files, config, frontend_for, cache, threads, chunked, voice)
+        loaded = cls._load(files, config, frontend_for, cache, request, chunked, voice)
         _LOGGER.info(
             "Voice %s is speaker %r of the AIVMX model %r%s; licence: %s",
             voice.name,
@@ -214,18 +218,24 @@ class Voice:
         config: VoiceConfig,
         frontend_for: Callable[[bool], Frontend],
         cache: ModelCache,
-        threads: int | None,
+        request: RuntimeRequest | None,
         chunked: bool,
         aivmx: AivmxVoice | None = None,
     ) -> Voice:
-        models, unsplit_reason = ort.load_voice(files, cache, threads, chunked)
-        if unsplit_reason:
-            _LOGGER.warning("%s cannot be split (%s): audio comes per sentence", files.synthesizer, unsplit_reason)
+        loaded = loading.load_voice(files, cache, request or RuntimeRequest(), chunked)
+        models = loaded.models
+        if loaded.unsplit_reason:
+            _LOGGER.warning(
+                "%s cannot be split (%s): audio comes per sentence", files.synthesizer, loaded.unsplit_reason
+            )
+        for part, choice in loaded.runtimes.items():
+            level = logging.WARNING if choice.disagreed else logging.INFO
+            _LOGGER.log(level, "Voice %s %s", files.name, choice.summary(part))
         frontend = frontend_for(config.add_blank)
         style_vectors = np.load(files.style_vectors)
         origin = str(aivmx.path if aivmx else files.folder)
         speaker_id = aivmx.speaker_id if aivmx else 0
-        voice = cls(files.name, config, style_vectors, frontend, models, origin, speaker_id, aivmx)
+        voice = cls(files.name, config, style_vectors, frontend, models, origin, speaker_id, aivmx, loaded.runtimes)
         _LOGGER.info(
             "Loaded voice %s from %s (styles: %s%s)",
             voice.name,

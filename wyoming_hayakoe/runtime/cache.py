@@ -16,6 +16,12 @@ code, the ONNX Runtime version and the CPU, since optimized graphs may use
 CPU-specific kernels. Entries for older versions of a source are removed.
 An AIVMX entry also holds the voice's duration predictor and the files its
 metadata carried (config.json, style_vectors.npy, aivm_manifest.json).
+
+The decoder of a synthesizer split with a `RuntimeRequest` may also run on
+OpenVINO: the child then times both runtimes on this machine, checks
+OpenVINO's output against ONNX Runtime's, and records the choice with its
+figures in the entry (measure.py); the request and OpenVINO's version are
+then part of the key. Its progress lines are relayed to the log as they come.
 """
 
 from __future__ import annotations
@@ -23,19 +29,24 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import importlib.metadata
 import json
 import logging
 import os
 import platform
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
+from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import onnxruntime as ort
 
@@ -43,7 +54,7 @@ from ..store import AIVMX_SUFFIX
 
 _LOGGER = logging.getLogger(__name__)
 
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 MANIFEST = "manifest.json"
 LOCK = ".lock"
 BUILDING = ".building-"
@@ -53,6 +64,14 @@ WHOLE = "model"
 FRONT = "front"
 DECODER = "decoder"
 DURATION_PREDICTOR = "duration_predictor"  # an optional part, cut out of an AIVMX synthesizer
+ONNXRUNTIME = "onnxruntime"
+OPENVINO = "openvino"
+BACKENDS = ("auto", ONNXRUNTIME, OPENVINO)
+PRECISIONS = ("auto", "f32", "bf16")
+NO_OPENVINO = "OpenVINO cannot be imported"  # how a choice's note begins when OpenVINO is missing
+OPENVINO_CACHE = "openvino-cache"  # OpenVINO's compiled models, inside the entry
+#: The child's progress lines on stderr: "progress STEP TOTAL what it is doing".
+PROGRESS = re.compile(r"^progress (\d+) (\d+) (.+)$")
 
 
 class PreparationError(RuntimeError):
@@ -61,6 +80,57 @@ class PreparationError(RuntimeError):
     def __init__(self, message: str, reason: str = "") -> None:
         super().__init__(message)
         self.reason = reason or message
+
+
+@dataclass(frozen=True)
+class RuntimeRequest:
+    """Which runtimes may run a voice's decoder (`--backend`, `--precision`) and with how many threads.
+
+    Only the decoder is measured and may run on OpenVINO (measure.py says
+    why); bf16 would change the front's durations anyway. Raises ValueError
+    for an unknown value or bf16 without OpenVINO.
+    """
+
+    backend: str = "auto"
+    precision: str = "auto"
+    threads: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"Unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"Unknown precision {self.precision!r}; choose one of {', '.join(PRECISIONS)}")
+        if self.backend == ONNXRUNTIME and self.precision == "bf16":
+            raise ValueError("bf16 needs OpenVINO: use --backend auto or openvino with --precision bf16")
+
+
+@dataclass(frozen=True)
+class RuntimeChoice:
+    """Which runtime runs one part of a model, and the measurements it was chosen by."""
+
+    backend: str = ONNXRUNTIME
+    precision: str = "f32"
+    seconds: dict[str, float] = field(default_factory=dict)  # e.g. {"openvino f32": 0.15}, per `work`
+    snr_db: dict[str, float] = field(default_factory=dict)  # each OpenVINO candidate against ONNX Runtime f32
+    failed: dict[str, str] = field(default_factory=dict)  # candidates not chosen because a check failed
+    work: str = ""  # what was timed, e.g. "100 frames"
+    note: str = ""  # e.g. why OpenVINO was not considered
+
+    @property
+    def label(self) -> str:
+        return f"{self.backend} {self.precision}"
+
+    @property
+    def disagreed(self) -> bool:
+        """Whether OpenVINO failed at f32: not a precision trade-off but a runtime computing this model wrongly."""
+        return any(label.endswith(" f32") for label in self.failed)
+
+    def summary(self, part: str) -> str:
+        """One log line, e.g. `decoder: openvino f32 0.15 s, onnxruntime f32 0.22 s per 100 frames -> openvino f32`."""
+        timed = ", ".join(f"{name} {secs:.3g} s" for name, secs in sorted(self.seconds.items(), key=lambda i: i[1]))
+        line = f"{part}: {timed} per {self.work} -> {self.label}" if timed else f"{part}: {self.label}"
+        extra = [f"{name} rejected: {why}" for name, why in self.failed.items()] + ([self.note] if self.note else [])
+        return line + (f" ({'; '.join(extra)})" if extra else "")
 
 
 @dataclass(frozen=True)
@@ -73,6 +143,15 @@ class PreparedModel:
     unsplit_reason: str = ""  # why a synthesizer could not be split
     extras: dict[str, Path] = field(default_factory=dict)  # other files by name (an AIVMX's config, ...)
     no_duration_predictor_reason: str = ""  # why an AIVMX gave no duration predictor
+    runtimes: dict[str, RuntimeChoice] = field(default_factory=dict)  # per part; absent: ONNX Runtime f32
+
+    def runtime(self, part: str) -> RuntimeChoice:
+        return self.runtimes.get(part, RuntimeChoice())
+
+    @property
+    def openvino_cache(self) -> Path:
+        """Where OpenVINO keeps this entry's compiled models, so warm starts do not compile again."""
+        return next(iter(self.parts.values())).parent / OPENVINO_CACHE
 
     @property
     def split(self) -> bool:
@@ -92,13 +171,26 @@ def _cpu_signature() -> str:
 def _code_signature() -> str:
     """The cache, the optimizer and the splitter: a change in how models are prepared invalidates the cache."""
     digest = hashlib.sha256()
-    for module in ("cache.py", "optimize.py", "split.py", "aivmx.py"):
+    for module in ("cache.py", "optimize.py", "split.py", "aivmx.py", "measure.py", "deconv.py", "openvino.py"):
         digest.update((Path(__file__).with_name(module)).read_bytes())
     return digest.hexdigest()
 
 
-def cache_key(source: Path, split: bool) -> str:
-    """Changes whenever the source model, this code, ONNX Runtime or the CPU does."""
+def openvino_version() -> str | None:
+    """The installed OpenVINO's version, without importing it (None if it is not installed)."""
+    try:
+        return importlib.metadata.version("openvino")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def runtime_identity(request: RuntimeRequest | None, split: bool) -> dict[str, Any] | None:
+    """What of `request` shapes the entry: only a split synthesizer's decoder is measured."""
+    return asdict(request) if request is not None and split else None
+
+
+def cache_key(source: Path, split: bool, request: RuntimeRequest | None = None) -> str:
+    """Changes whenever the source model, this code, ONNX Runtime, OpenVINO, the request or the CPU does."""
     # Every file beside the model as it is opened (external weights have no
     # fixed name and are looked up beside a symlink, not its target); stat
     # follows symlinks, so a changed target counts.
@@ -114,6 +206,8 @@ def cache_key(source: Path, split: bool) -> str:
         "cpu": _cpu_signature(),
         "split": split,
     }
+    if runtime_identity(request, split) is not None:
+        identity.update(runtime=runtime_identity(request, split), openvino=openvino_version())
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
 
 
@@ -135,38 +229,45 @@ class ModelCache:
             folder = Path(self._temporary.name)
         self.folder = folder
 
-    def prepare(self, source: Path, split: bool = False) -> PreparedModel:
+    def prepare(self, source: Path, split: bool = False, request: RuntimeRequest | None = None) -> PreparedModel:
         """The optimized form of `source`, made now if the cache has none for it.
 
         One process at a time works in the folder (a lock file), so servers
         started together optimize a model once and never see a half-made entry.
+        With a `request`, a split synthesizer's decoder may run on OpenVINO,
+        as measured here (see measure.py); everything else runs on ONNX Runtime.
         """
-        entry = self.folder / cache_key(source, split)
+        entry = self.folder / cache_key(source, split, request)
         try:
             with open(self.folder / LOCK, "a+b") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 prepared = _read_manifest(entry, split)
                 if prepared is None:
                     _LOGGER.info("Optimizing %s once for this machine (cached in %s)", source, self.folder)
-                    self._build(source, split, entry)
+                    self._build(source, split, request, entry)
                     prepared = _read_manifest(entry, split)
                     if prepared is None:
                         raise PreparationError(f"Optimizing {source} left no usable result in {entry}")
-                self._prune(source, split, keep=entry)
+                self._prune(source, split, request, keep=entry)
                 return prepared
         except OSError as err:
             raise PreparationError(
                 f"Model cache {self.folder}: {err}. Free some space or choose another folder with --cache-dir"
             ) from err
 
-    def _build(self, source: Path, split: bool, entry: Path) -> None:
+    def _build(self, source: Path, split: bool, request: RuntimeRequest | None, entry: Path) -> None:
         for leftover in self.folder.glob(BUILDING + "*"):  # from a process stopped mid-way (we hold the lock)
             shutil.rmtree(leftover, ignore_errors=True)
         shutil.rmtree(entry, ignore_errors=True)  # an incomplete entry, if any
         work = Path(tempfile.mkdtemp(prefix=BUILDING, dir=self.folder))
         try:
             command = [sys.executable, "-m", OPTIMIZER, str(source.absolute()), str(work.absolute())]
-            done = _run_child(command + (["--split"] if split else []))
+            command += ["--split"] if split else []
+            if runtime_identity(request, split) is not None:
+                assert request is not None
+                command += ["--backend", request.backend, "--precision", request.precision]
+                command += ["--threads", str(request.threads)] if request.threads else []
+            done = _run_child(command, f"{source.parent.name}/{source.name}")
             if done.returncode != 0:
                 reason = _failure(done)
                 raise PreparationError(f"Could not optimize {source}: {reason}", reason)
@@ -175,25 +276,44 @@ class ModelCache:
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
-    def _prune(self, source: Path, split: bool, keep: Path) -> None:
-        """Remove entries made the same way from an earlier version of `source`."""
-        made_from = {"source": str(source.resolve()), "split": split}
+    def _prune(self, source: Path, split: bool, request: RuntimeRequest | None, keep: Path) -> None:
+        """Remove entries made the same way (same request) from an earlier version of `source` or of this code.
+
+        Entries of other requests stay, so a run forced onto one runtime (a
+        benchmark) does not throw away the server's.
+        """
+        made_from = {"source": str(source.resolve()), "split": split, "request": runtime_identity(request, split)}
         for manifest in self.folder.glob(f"[!.]*/{MANIFEST}"):
             entry = manifest.parent
             if entry == keep:
                 continue
             try:
                 recorded = json.loads(manifest.read_text(encoding="utf-8"))
+                recorded.setdefault("request", made_from["request"])  # made before requests were recorded
                 if {key: recorded.get(key) for key in made_from} == made_from:
                     shutil.rmtree(entry, ignore_errors=True)
             except (OSError, ValueError):
                 continue
 
 
-def _run_child(command: list[str]) -> subprocess.CompletedProcess[str]:
-    """Run the optimizer; if anything interrupts the wait (the server's SIGTERM or SIGINT
-    handler raises), the child is stopped before the exception goes on, so it never
-    outlives the server and its work folder can be removed."""
+def _relay(stderr: Iterator[str], label: str) -> str:
+    """Log the child's progress lines as they come, with the time so far; the other lines' tail is returned."""
+    began = time.monotonic()
+    tail: deque[str] = deque(maxlen=50)
+    for line in stderr:
+        progress = PROGRESS.match(line.strip())
+        if progress is None:
+            tail.append(line)
+            continue
+        step, total, doing = progress.groups()
+        _LOGGER.info("%s: %s (step %s of %s, %.1f s so far)", label, doing, step, total, time.monotonic() - began)
+    return "".join(tail)
+
+
+def _run_child(command: list[str], label: str) -> subprocess.CompletedProcess[str]:
+    """Run the optimizer, relaying its progress to the log; if anything interrupts the wait
+    (the server's SIGTERM or SIGINT handler raises), the child is stopped before the
+    exception goes on, so it never outlives the server and its work folder can be removed."""
     with _stop_signals_deferred() as release:
         # Run from the folder holding this package, so the child imports this very code.
         with subprocess.Popen(
@@ -201,7 +321,9 @@ def _run_child(command: list[str]) -> subprocess.CompletedProcess[str]:
         ) as child:
             try:
                 release()  # a stop that came while the child started takes effect here
-                _, stderr = child.communicate()
+                assert child.stderr is not None
+                stderr = _relay(child.stderr, label)
+                child.wait()
             except BaseException:
                 child.terminate()
                 try:
@@ -282,6 +404,12 @@ def _read_manifest(entry: Path, split: bool) -> PreparedModel | None:
             return None
     except OSError:
         return None
+    try:
+        runtimes = {part: RuntimeChoice(**choice) for part, choice in manifest.get("runtimes", {}).items()}
+    except (TypeError, AttributeError):
+        return None
+    if not set(runtimes) <= set(parts):
+        return None
     return PreparedModel(
         {name: entry / file for name, file in parts.items()},
         manifest.get("latent", ""),
@@ -289,4 +417,5 @@ def _read_manifest(entry: Path, split: bool) -> PreparedModel | None:
         manifest.get("unsplit_reason", ""),
         {name: entry / file for name, file in extras.items()},
         manifest.get("no_duration_predictor_reason", ""),
+        runtimes,
     )

@@ -1,12 +1,16 @@
 """The cache's child process: one model optimized by ONNX Runtime into a cache entry.
 
-`python -m wyoming_hayakoe.runtime.optimize SOURCE OUT [--split]`, started
-by cache.py. It saves ONNX Runtime's fully optimized graph with its weights
-in a separate file (which the server then maps instead of copying), after
-cutting a synthesizer into front and decoder if asked (split.py and
-aivmx.py, the only users of the `onnx` package). An AIVMX file (aivmx.py)
-becomes a synthesizer, a duration predictor and the voice's config, style
-vectors and manifest, all in the one entry.
+`python -m wyoming_hayakoe.runtime.optimize SOURCE OUT [--split]
+[--backend B --precision P --threads N]`, started by cache.py. It saves
+ONNX Runtime's fully optimized graph with its weights in a separate file
+(which the server then maps instead of copying), after cutting a
+synthesizer into front and decoder if asked (split.py, the only user of the
+`onnx` package besides aivmx.py, deconv.py and measure.py). An AIVMX file
+(aivmx.py) becomes a synthesizer, a duration predictor and the voice's
+config, style vectors and manifest, all in the one entry. Given a backend,
+the child then chooses the decoder's runtime by measuring (measure.py) and
+records the choice in the manifest. Progress lines on stderr tell the
+server's log what it is doing.
 """
 
 from __future__ import annotations
@@ -15,13 +19,27 @@ import argparse
 import json
 import logging
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import onnxruntime as ort
 
 from ..store import AIVMX_SUFFIX, VOICE_CONFIG_FILE, InvalidAivmx
-from .cache import DECODER, DURATION_PREDICTOR, FRONT, MANIFEST, WHOLE, sync_to_disk
+from .cache import (
+    BACKENDS,
+    DECODER,
+    DURATION_PREDICTOR,
+    FRONT,
+    MANIFEST,
+    ONNXRUNTIME,
+    PRECISIONS,
+    WHOLE,
+    RuntimeRequest,
+    runtime_identity,
+    sync_to_disk,
+)
+from .measure import Measurer, Steps, measure_decoder
 
 
 def _optimize(model: Path | bytes, out: Path) -> None:
@@ -54,36 +72,57 @@ def _convert_aivmx(source: Path, out: Path, manifest: dict[str, Any]) -> tuple[A
     manifest["extras"] = {name: name for name in converted.files}
     if converted.duration_predictor is not None:
         _optimize(converted.duration_predictor.SerializeToString(), out / f"{DURATION_PREDICTOR}.onnx")
-        manifest["parts"] = {DURATION_PREDICTOR: f"{DURATION_PREDICTOR}.onnx"}
+        manifest["parts"][DURATION_PREDICTOR] = f"{DURATION_PREDICTOR}.onnx"
     else:
         manifest["no_duration_predictor_reason"] = converted.no_duration_predictor_reason
     return converted.synthesizer, json.loads(converted.files[VOICE_CONFIG_FILE])
 
 
-def _prepare_into(source: Path, out: Path, split: bool) -> None:
-    manifest: dict[str, Any] = {"source": str(source.resolve()), "split": split, "parts": {}}
+def _prepare_into(source: Path, out: Path, split: bool, request: RuntimeRequest | None) -> None:
+    manifest: dict[str, Any] = {
+        "source": str(source.resolve()),
+        "split": split,
+        "request": runtime_identity(request, split),
+        "parts": {},
+    }
+    parts: dict[str, str] = manifest["parts"]
+    # Forced onto ONNX Runtime, there is nothing to choose between.
+    measuring = request if request is not None and request.backend != ONNXRUNTIME else None
+    aivmx = source.suffix.lower() == AIVMX_SUFFIX
+    steps = Steps(((4 if measuring else 3) if split else 1) + aivmx)
     model: Any = source  # a path, or a converted model (onnx.ModelProto)
     config = _config_beside(source) if split else {}
-    if source.suffix.lower() == AIVMX_SUFFIX:
+    if aivmx:
+        steps("converting the AIVMX file")
         model, config = _convert_aivmx(source, out, manifest)
     halves = None
     if split:
         from .split import Unsplittable, split_synthesizer  # imports onnx: only ever in this child
 
+        steps("splitting the synthesizer")
         try:
             halves = split_synthesizer(model, config)
         except Unsplittable as err:
             manifest["unsplit_reason"] = str(err)
+            steps.total = steps.done + 1  # only optimizing is left: a whole synthesizer runs on ONNX Runtime
+    runtimes = {}
     if halves is None:
+        steps("optimizing")
         _optimize(model if isinstance(model, Path) else model.SerializeToString(), out / f"{WHOLE}.onnx")
-        manifest["parts"][WHOLE] = f"{WHOLE}.onnx"
+        parts[WHOLE] = f"{WHOLE}.onnx"
     else:
+        steps("optimizing the front")
         _optimize(halves.front, out / f"{FRONT}.onnx")
+        steps("optimizing the decoder")
         _optimize(halves.decoder, out / f"{DECODER}.onnx")
-        manifest["parts"].update({FRONT: f"{FRONT}.onnx", DECODER: f"{DECODER}.onnx"})
+        parts.update({FRONT: f"{FRONT}.onnx", DECODER: f"{DECODER}.onnx"})
+        if measuring is not None:
+            runtimes[DECODER], parts[DECODER] = measure_decoder(Measurer(measuring, out, steps), out, halves)
         manifest.update(latent=halves.latent, speaker=halves.speaker)
-    manifest["files"] = {path.name: path.stat().st_size for path in sorted(out.iterdir())}
-    for path in out.iterdir():
+    manifest["runtimes"] = {part: asdict(choice) for part, choice in runtimes.items()}
+    files = sorted(path for path in out.rglob("*") if path.is_file())
+    manifest["files"] = {path.name: path.stat().st_size for path in files if path.parent == out}
+    for path in files:
         sync_to_disk(path)
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
     sync_to_disk(out / MANIFEST)
@@ -95,13 +134,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("source", type=Path)
     parser.add_argument("out", type=Path)
     parser.add_argument("--split", action="store_true", help="cut a synthesizer into front and decoder first")
+    parser.add_argument("--backend", choices=BACKENDS, default=None, help="measure and choose the runtime")
+    parser.add_argument("--precision", choices=PRECISIONS, default="auto")
+    parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     ort.set_default_logger_severity(
         3
     )  # not the warning that an optimized model is hardware-specific: it is meant to be
+    request = None if args.backend is None else RuntimeRequest(args.backend, args.precision, args.threads)
     try:
-        _prepare_into(args.source, args.out, args.split)
+        _prepare_into(args.source, args.out, args.split, request)
     except InvalidAivmx as err:
         sys.exit(str(err))  # the one line the server reports
 

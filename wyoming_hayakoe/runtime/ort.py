@@ -4,8 +4,9 @@ Outputs are taken by position where a model has one answer (the audio, the
 durations), as hayakoe does, so an export that names them differently works.
 
 Each class takes any `Session` (anything with ONNX Runtime's `run`), so a
-test can wrap or replace one; `load_bert` and `load_voice` open the
-optimized models the cache made (see cache.py).
+test can wrap or replace one, and OpenVINO's compiled models (openvino.py)
+are bound by the same code; `load_bert` opens the optimized BERT the cache
+made (see cache.py), loading.py a voice's models.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from typing import Any, Protocol
 import numpy as np
 import onnxruntime as ort
 
-from ..store import BertFiles, VoiceFiles
-from .cache import DECODER, DURATION_PREDICTOR, FRONT, WHOLE, ModelCache
-from .models import SynthesisInputs, VoiceModels
+from ..store import BertFiles
+from .cache import WHOLE, ModelCache
+from .models import SynthesisInputs
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
@@ -156,28 +157,3 @@ class OrtDurationPredictor(_OnSession):
 
 def load_bert(files: BertFiles, cache: ModelCache, threads: int | None) -> OrtBert:
     return OrtBert(open_session(cache.prepare(files.onnx).parts[WHOLE], threads))
-
-
-def load_voice(
-    files: VoiceFiles, cache: ModelCache, threads: int | None, chunked: bool = True
-) -> tuple[VoiceModels, str]:
-    """The voice's models, and why its synthesizer could not be split ("" if it was or was not asked to be)."""
-    synthesizer = cache.prepare(files.synthesizer, split=chunked)
-    # An AIVMX synthesizer's entry holds the duration predictor cut out of it.
-    dp_model = synthesizer.parts.get(DURATION_PREDICTOR)
-    if dp_model is None and files.duration_predictor:
-        dp_model = cache.prepare(files.duration_predictor).parts[WHOLE]
-    duration_predictor = OrtDurationPredictor(open_session(dp_model, threads)) if dp_model else None
-    if synthesizer.split:
-        names = (synthesizer.latent, synthesizer.speaker)
-        models = VoiceModels(
-            front=OrtFront(open_session(synthesizer.parts[FRONT], threads), *names),
-            decoder=OrtDecoder(open_session(synthesizer.parts[DECODER], threads), *names),
-            duration_predictor=duration_predictor,
-        )
-    else:
-        models = VoiceModels(
-            whole=OrtWholeSynthesizer(open_session(synthesizer.parts[WHOLE], threads)),
-            duration_predictor=duration_predictor,
-        )
-    return models, synthesizer.unsplit_reason

@@ -96,6 +96,15 @@ def check_upsampling(decoder: onnx.GraphProto, config: Mapping[str, Any]) -> Non
             raise Unsplittable(f"{what} upsample x{factor}, but hop_length is {hop}")
 
 
+def _replace_declarations(graph: onnx.GraphProto, shapes: dict[str, list[int | str]]) -> None:
+    """Declare float tensors with these shapes, dropping any earlier (often shapeless) declaration."""
+    kept = [v for v in graph.value_info if v.name not in shapes]
+    del graph.value_info[:]
+    graph.value_info.extend(kept)
+    for name, shape in shapes.items():
+        graph.value_info.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, shape))
+
+
 def split_synthesizer(source: Path | onnx.ModelProto, config: Mapping[str, Any] | None = None) -> SplitSynthesizer:
     """The front/decoder pair of a synthesizer (a file or a loaded model); Unsplittable when it cannot be cut cleanly.
 
@@ -113,10 +122,13 @@ def split_synthesizer(source: Path | onnx.ModelProto, config: Mapping[str, Any] 
             raise Unsplittable("the first output is not 'audio', and that name is taken in the graph")
         rename_tensors(graph, {graph.output[0].name: "audio"})
     outputs = [o.name for o in graph.output]
-    known = {v.name for v in graph.value_info}
-    for name in (latent, speaker):
-        if name not in known:  # the extractor needs a declaration; the shapes stay dynamic
-            graph.value_info.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
+    # The extractor needs a declaration, and OpenVINO's ONNX reader a static
+    # rank: z is [1, channels, frames] and g [1, speaker channels, 1].
+    declared: dict[str, list[int | str]] = {
+        latent: [1, "latent_channels", "frames"],
+        speaker: [1, "speaker_channels", 1],
+    }
+    _replace_declarations(graph, declared)
     try:
         extractor = Extractor(model)
         front = extractor.extract_model(

@@ -48,7 +48,13 @@ def load_engine(config: ServerConfig, selection: VoiceSelection) -> tuple[Engine
         _LOGGER.info("User dictionary %s applied", config.dictionary)
     try:
         engine = Engine.load(
-            data_dirs, voices=load, threads=config.threads, keep_words=keep_words, cache_dir=config.cache_dir
+            data_dirs,
+            voices=load,
+            threads=config.threads,
+            keep_words=keep_words,
+            cache_dir=config.cache_dir,
+            backend=config.backend,
+            precision=config.precision,
         )
     except (MissingModelFiles, PreparationError, ValueError) as err:  # missing or broken files, not JP-Extra
         raise StartupError(str(err)) from err

@@ -41,6 +41,8 @@ class ServerConfig:
     max_queue: int = 8
     max_text_length: int = 10_000
     threads: int | None = None
+    backend: str = "auto"  # where the voices' models run (see runtime/measure.py)
+    precision: str = "auto"  # the decoder's, on OpenVINO
     warm_up: bool = True
     zeroconf: str | None = None  # service name; None = off
     zeroconf_host: str | None = None

@@ -1,0 +1,261 @@
+"""OpenVINO as a second runtime: same audio as ONNX Runtime, chosen by measurement, never when it disagrees."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import ha_client as ha
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from wyoming_hayakoe.engine.engine import Engine
+from wyoming_hayakoe.runtime import cache as cache_module
+from wyoming_hayakoe.runtime import optimize
+from wyoming_hayakoe.runtime.cache import MANIFEST, ModelCache, PreparationError, RuntimeRequest
+from wyoming_hayakoe.runtime.deconv import widen_conv_transposes
+from wyoming_hayakoe.runtime.measure import bf16_native, snr_db
+from wyoming_hayakoe.runtime.openvino import OvSession, core
+from wyoming_hayakoe.runtime.split import split_synthesizer
+
+VOICE = "standin-a"
+SYNTH = Path("onnx") / "speakers" / VOICE / "synthesizer.onnx"
+TEXT = "こんにちは。今日は良い天気ですね。散歩に行きましょう！"
+
+
+def conv_transpose_kernels(model: onnx.ModelProto) -> list[list[int]]:
+    return [
+        next(list(a.ints) for a in node.attribute if a.name == "kernel_shape")
+        for node in model.graph.node
+        if node.op_type == "ConvTranspose"
+    ]
+
+
+def test_decoder_has_a_static_rank_and_only_2d_conv_transposes_with_the_same_audio(standin_dir: Path) -> None:
+    halves = split_synthesizer(standin_dir / SYNTH)
+    original = onnx.load_from_string(halves.decoder)
+    assert all(len(kernel) == 1 for kernel in conv_transpose_kernels(original))  # what the rewrite is for
+    widened = onnx.load_from_string(halves.decoder)
+    assert widen_conv_transposes(widened) == len(conv_transpose_kernels(original)) > 0
+    assert [len(k) for k in conv_transpose_kernels(widened)] == [2] * len(conv_transpose_kernels(original))
+
+    rng = np.random.default_rng(1)
+    channels = next(i.dims[1] for i in original.graph.initializer if "conv_pre" in i.name and len(i.dims) == 3)
+    speaker = next(i.dims[1] for i in original.graph.initializer if ".cond." in i.name and len(i.dims) == 3)
+    feeds = {
+        halves.latent: rng.standard_normal((1, channels, 60)).astype(np.float32),
+        halves.speaker: rng.standard_normal((1, speaker, 1)).astype(np.float32),
+    }
+    reference = ort.InferenceSession(halves.decoder).run(["audio"], feeds)[0]
+    rewritten = ort.InferenceSession(widened.SerializeToString()).run(["audio"], feeds)[0]
+    assert rewritten.shape == reference.shape
+    assert snr_db(reference, rewritten) >= 120.0
+    for graph in (original, widened):  # OpenVINO's ONNX reader needs the inputs' rank: [1, C, T], [1, G, 1]
+        compiled = core().compile_model(
+            core().read_model(graph.SerializeToString(), b""), "CPU", {"INFERENCE_PRECISION_HINT": "f32"}
+        )
+        assert snr_db(reference, OvSession(compiled).run(["audio"], feeds)[0]) >= 100.0
+    onnx.checker.check_model(widened)
+
+
+@pytest.mark.parametrize(
+    ("cpuinfo", "native"),
+    [
+        ("flags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n", True),
+        ("flags\t\t: fpu sse2 avx2 amx_bf16 amx_tile\n", True),
+        ("flags\t\t: fpu sse2 avx2 avx512f\n", False),
+        ("Features\t: fp asimd evtstrm crc32 cpuid\nCPU part\t: 0xd08\n", False),  # Cortex-A72, a Pi 4
+        ("Features\t: fp asimd fphp asimdhp asimddp\nCPU part\t: 0xd0b\n", False),  # Cortex-A76: f16, no bf16
+        ("Features\t: fp asimd sve bf16 i8mm\n", True),  # Neoverse V1
+    ],
+)
+def test_bf16_is_native_only_where_the_cpu_has_it(cpuinfo: str, native: bool) -> None:
+    assert bf16_native(cpuinfo) is native
+
+
+def manifests(folder: Path) -> dict[str, dict]:
+    """Each entry's manifest by what it was made from: synthesizer or duration predictor."""
+    found = {}
+    for path in folder.glob(f"*/{MANIFEST}"):
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        found[Path(manifest["source"]).name] = manifest
+    return found
+
+
+async def speak(server: ha.ServerProcess) -> np.ndarray:
+    result = await ha.synthesize(server.host, server.port, TEXT, voice=VOICE)
+    assert result.error is None and result.audio
+    return np.frombuffer(bytes(result.audio), dtype=np.int16).astype(np.float64)
+
+
+async def test_openvino_speaks_as_onnxruntime_does_through_the_protocol(standin_dir: Path, tmp_path: Path) -> None:
+    audio = {}
+    for backend in ("onnxruntime", "openvino"):
+        args = ("--voice", VOICE, "--load-voice", VOICE, *ha.SHARED_ARGS, "--threads", "2")
+        args += ("--backend", backend, "--cache-dir", str(tmp_path / "cache"))
+        with ha.ServerProcess(standin_dir, *args).start(timeout=300) as server:
+            audio[backend] = await speak(server)
+            log = server.log
+        if backend == "openvino":
+            assert f"Voice {VOICE} decoder: " in log and "-> openvino f32" in log, log
+    assert len(audio["openvino"]) == len(audio["onnxruntime"])
+    assert snr_db(audio["onnxruntime"], audio["openvino"]) >= 60.0  # 16-bit samples: rounding is the noise floor
+
+
+async def test_auto_measures_records_the_choice_and_logs_it_at_every_start(standin_dir: Path, tmp_path: Path) -> None:
+    args = ("--voice", VOICE, "--load-voice", VOICE, *ha.SHARED_ARGS, "--threads", "2")
+    args += ("--cache-dir", str(tmp_path / "cache"))
+    logs = []
+    for _ in range(2):  # the first start measures, the second reads the manifest
+        with ha.ServerProcess(standin_dir, *args).start(timeout=300) as server:
+            await speak(server)
+            logs.append(server.log)
+    first, warm = logs
+    assert "measuring decoder on onnxruntime (step 4 of 4, " in first and " s so far)" in first
+    assert "Optimizing" not in warm and "step " not in warm
+    recorded = manifests(tmp_path / "cache")
+    assert recorded["duration_predictor.onnx"]["runtimes"] == {}  # whole texts: ONNX Runtime gives memory back
+    synthesizer = recorded["synthesizer.onnx"]
+    assert set(synthesizer["runtimes"]) == {"decoder"}
+    decoder = synthesizer["runtimes"]["decoder"]
+    assert {"onnxruntime f32", "openvino f32"} <= set(decoder["seconds"])
+    assert all(seconds > 0 for seconds in decoder["seconds"].values())
+    assert decoder["snr_db"]["openvino f32"] >= 100.0
+    chosen = f"{decoder['backend']} {decoder['precision']}"
+    assert chosen in decoder["seconds"] and chosen not in decoder["failed"]
+    passing = {k: v for k, v in decoder["seconds"].items() if k not in decoder["failed"]}
+    assert decoder["seconds"][chosen] == min(passing.values())
+    assert synthesizer["parts"]["decoder"] == ("decoder.onnx" if decoder["backend"] == "onnxruntime" else "decoder.xml")
+    if bf16_native():  # tried, and kept only if it agrees with f32 closely enough
+        assert "openvino bf16" in decoder["seconds"]
+    line = f"Voice {VOICE} decoder: "
+    for log in logs:
+        assert any(line in entry and "per 100 frames -> " in entry for entry in log.splitlines()), log
+
+
+def run_child_in_process(command: list[str], label: str) -> subprocess.CompletedProcess[str]:
+    """The cache's child, run in this process, so a test can change what OpenVINO computes."""
+    optimize.main(command[3:])
+    return subprocess.CompletedProcess(command, 0, None, "")
+
+
+@pytest.mark.parametrize("backend", ["auto", "openvino"])
+def test_a_disagreeing_openvino_is_never_chosen_and_the_log_says_why(
+    standin_dir: Path, tmp_path: Path, monkeypatch, caplog, backend: str
+) -> None:
+    run = OvSession.run
+
+    def off_by_a_little(self, output_names, input_feed):  # like the ARM plugin's wrong 1-D ConvTranspose
+        return [np.asarray(out) * 1.01 for out in run(self, output_names, input_feed)]
+
+    monkeypatch.setattr(OvSession, "run", off_by_a_little)
+    monkeypatch.setattr(cache_module, "_run_child", run_child_in_process)
+    caplog.set_level(logging.INFO)
+    engine = Engine.load([standin_dir], voices=[VOICE], cache_dir=tmp_path / "cache", backend=backend)
+    voice = engine.voice(VOICE)
+    choice = voice.runtimes["decoder"]
+    assert choice.backend == "onnxruntime"
+    assert "below 100 dB" in choice.failed["openvino f32"] and choice.snr_db["openvino f32"] < 100
+    assert type(voice.models.decoder.session).__name__ == "ShrinkingSession"  # no OpenVINO model kept
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"Voice {VOICE} decoder:")]
+    assert len(lines) == 1 and "openvino f32 rejected: SNR 40.0 dB against onnxruntime f32, below 100 dB" in lines[0]
+    if backend == "openvino":
+        assert "openvino was asked for but failed its check" in lines[0]
+
+
+def test_the_relay_logs_progress_while_the_child_still_runs(tmp_path: Path, monkeypatch, caplog) -> None:
+    seen = tmp_path / "seen"
+    popen = subprocess.Popen
+
+    def waiting_child(command, **kwargs):  # says it is working, then waits until the log has shown that
+        code = (
+            "import os, sys, time\n"
+            "print('progress 1 2 working on it', file=sys.stderr, flush=True)\n"
+            "for _ in range(300):\n"
+            "    if os.path.exists(sys.argv[1]): sys.exit(5)\n"
+            "    time.sleep(0.1)\n"
+        )
+        return popen([sys.executable, "-c", code, str(seen)], **kwargs)
+
+    class Seen(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "working on it (step 1 of 2, " in record.getMessage():
+                seen.touch()
+
+    monkeypatch.setattr(subprocess, "Popen", waiting_child)
+    caplog.set_level(logging.INFO, logger="wyoming_hayakoe.runtime.cache")
+    handler = Seen()
+    logging.getLogger("wyoming_hayakoe.runtime.cache").addHandler(handler)
+    try:
+        with pytest.raises(PreparationError, match="exit code 5"):  # 5: it saw its line logged
+            ModelCache(tmp_path / "cache").prepare(tmp_path / "model.onnx")
+    finally:
+        logging.getLogger("wyoming_hayakoe.runtime.cache").removeHandler(handler)
+
+
+def test_bf16_on_onnxruntime_is_a_clear_error(standin_dir: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "wyoming_hayakoe.cli.speak", "--data-dir", str(standin_dir), "--voice", VOICE]
+        + ["--backend", "onnxruntime", "--precision", "bf16", "--text", "はい。", "--output", "-"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "bf16 needs OpenVINO" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_entries_of_other_requests_stay_and_older_ones_go(standin_dir: Path, tmp_path: Path) -> None:
+    source = standin_dir / SYNTH
+    cache = ModelCache(tmp_path / "cache")
+    forced = cache.prepare(source, split=True, request=RuntimeRequest("onnxruntime")).parts["decoder"].parent
+    older = tmp_path / "cache" / "made-by-an-older-version"  # its manifest records no request
+    shutil.copytree(forced, older)
+    manifest = json.loads((older / MANIFEST).read_text(encoding="utf-8"))
+    del manifest["request"]
+    (older / MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
+    auto = cache.prepare(source, split=True, request=RuntimeRequest()).parts["decoder"].parent
+    assert auto != forced and forced.is_dir() and auto.is_dir()
+    assert not older.exists()
+
+
+def test_an_openvino_that_cannot_compile_the_decoder_leaves_it_on_onnxruntime(
+    standin_dir: Path, tmp_path: Path, monkeypatch, caplog
+) -> None:
+    from wyoming_hayakoe.runtime import openvino
+
+    def refuses(*args, **kwargs):
+        raise RuntimeError("Exception from src/plugins/intel_cpu: unsupported node\nmore detail")
+
+    monkeypatch.setattr(openvino, "open_compiled", refuses)
+    monkeypatch.setattr(cache_module, "_run_child", run_child_in_process)
+    caplog.set_level(logging.INFO)
+    engine = Engine.load([standin_dir], voices=[VOICE], cache_dir=tmp_path / "cache", backend="openvino")
+    choice = engine.voice(VOICE).runtimes["decoder"]
+    assert choice.backend == "onnxruntime"
+    assert choice.failed["openvino f32"] == "could not run: Exception from src/plugins/intel_cpu: unsupported node"
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING and "decoder:" in r.getMessage()]
+    assert len(warned) == 1 and "could not run" in warned[0].getMessage()
+
+
+def test_without_openvino_the_server_says_so_once_and_runs_on_onnxruntime(
+    standin_dir: Path, tmp_path: Path, monkeypatch, caplog
+) -> None:
+    import wyoming_hayakoe.runtime as runtime_package
+    from wyoming_hayakoe.runtime import loading
+
+    monkeypatch.setitem(sys.modules, "openvino", None)  # `import openvino` fails, as with too old a glibc
+    monkeypatch.delitem(sys.modules, "wyoming_hayakoe.runtime.openvino")
+    monkeypatch.delattr(runtime_package, "openvino")
+    monkeypatch.setattr(loading, "_told_no_openvino", False)
+    monkeypatch.setattr(cache_module, "_run_child", run_child_in_process)
+    caplog.set_level(logging.INFO)
+    engine = Engine.load([standin_dir], voices=["standin-a", "standin-b"], cache_dir=tmp_path / "cache")
+    assert all(v.runtimes["decoder"].backend == "onnxruntime" for v in engine.voices.values())
+    told = [r.getMessage() for r in caplog.records if "OpenVINO cannot be imported" in r.getMessage()]
+    assert len([m for m in told if "every model runs on ONNX Runtime" in m]) == 1, told

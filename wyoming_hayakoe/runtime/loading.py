@@ -1,0 +1,85 @@
+"""A voice's models opened on the runtime its cache entry chose for each part (ONNX Runtime or OpenVINO).
+
+Only the chosen runtime opens a part, so a decoder on OpenVINO holds no ONNX
+Runtime session beside it. Only the decoder is ever measured (see
+measure.py): the front, the duration predictor and the BERT (ort.py) run on
+ONNX Runtime.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from ..store import VoiceFiles
+from .cache import (
+    DECODER,
+    DURATION_PREDICTOR,
+    FRONT,
+    NO_OPENVINO,
+    OPENVINO,
+    WHOLE,
+    ModelCache,
+    PreparedModel,
+    RuntimeChoice,
+    RuntimeRequest,
+)
+from .models import VoiceModels
+from .ort import OrtDecoder, OrtDurationPredictor, OrtFront, OrtWholeSynthesizer, Session, open_session
+
+_LOGGER = logging.getLogger(__name__)
+_told_no_openvino = False
+
+
+@dataclass(frozen=True)
+class LoadedVoice:
+    """A voice's models, why its synthesizer could not be split ("" if it was or was not asked to be),
+    and each measured part's runtime with the measurements it was chosen by (key: decoder)."""
+
+    models: VoiceModels
+    unsplit_reason: str
+    runtimes: dict[str, RuntimeChoice]
+
+
+def _open(prepared: PreparedModel, part: str, threads: int | None) -> Session:
+    choice = prepared.runtime(part)
+    if choice.backend == OPENVINO:
+        from .openvino import open_compiled
+
+        return open_compiled(prepared.parts[part], choice.precision, threads, prepared.openvino_cache)
+    return open_session(prepared.parts[part], threads)
+
+
+def _tell_once_if_no_openvino(runtimes: dict[str, RuntimeChoice]) -> None:
+    global _told_no_openvino
+    note = next((c.note for c in runtimes.values() if c.note.startswith(NO_OPENVINO)), "")
+    if note and not _told_no_openvino:
+        _told_no_openvino = True
+        _LOGGER.warning("%s: every model runs on ONNX Runtime", note)
+
+
+def load_voice(files: VoiceFiles, cache: ModelCache, request: RuntimeRequest, chunked: bool = True) -> LoadedVoice:
+    """The voice's models on their chosen runtimes (an unsplit synthesizer stays on ONNX Runtime)."""
+    threads = request.threads
+    synthesizer = cache.prepare(files.synthesizer, split=chunked, request=request)
+    # An AIVMX synthesizer's entry holds the duration predictor cut out of it.
+    dp_model = synthesizer.parts.get(DURATION_PREDICTOR)
+    if dp_model is None and files.duration_predictor:
+        dp_model = cache.prepare(files.duration_predictor).parts[WHOLE]
+    duration_predictor = OrtDurationPredictor(open_session(dp_model, threads)) if dp_model else None
+    if synthesizer.split:
+        names = (synthesizer.latent, synthesizer.speaker)
+        models = VoiceModels(
+            front=OrtFront(_open(synthesizer, FRONT, threads), *names),
+            decoder=OrtDecoder(_open(synthesizer, DECODER, threads), *names),
+            duration_predictor=duration_predictor,
+        )
+        runtimes = {DECODER: synthesizer.runtime(DECODER)}  # unmeasured when forced onto ONNX Runtime
+    else:
+        models = VoiceModels(
+            whole=OrtWholeSynthesizer(open_session(synthesizer.parts[WHOLE], threads)),
+            duration_predictor=duration_predictor,
+        )
+        runtimes = {}
+    _tell_once_if_no_openvino(runtimes)
+    return LoadedVoice(models, synthesizer.unsplit_reason, runtimes)

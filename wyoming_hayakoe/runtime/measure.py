@@ -1,0 +1,283 @@
+"""Choosing the decoder's runtime by measuring it on this machine (in the cache's child process).
+
+Which runtime is faster depends on the CPU (OpenVINO won on an AVX-512 EPYC
+and lost with oneDNN capped at AVX2), so it is measured where the server
+runs. The decoder is converted to OpenVINO IR with its 1-D ConvTranspose
+widened (deconv.py), compiled at f32 (and bf16, where eligible), and run on
+the same input as ONNX Runtime f32 (the front's latent of a made-up
+sentence): a warm-up, then the best of three timed runs. A candidate whose
+output disagrees with ONNX Runtime's (below `F32_MIN_SNR_DB`, or
+`BF16_MIN_SNR_DB` for bf16, or another shape) is never chosen; of the rest,
+the fastest is. The losers' files are removed from the entry.
+
+Only the decoder: OpenVINO keeps the largest intermediate buffers a
+dynamic-shape model ever needed for as long as the compiled model lives.
+The decoder runs on slices of bounded length, so that is bounded; the front
+and the duration predictor take whole sentences and texts (on the tiny
+stand-in, a 300-character sentence left some 830 MB resident on OpenVINO,
+4 MB on ONNX Runtime, whose arena shrinks after each run), so they stay on
+ONNX Runtime.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from .cache import DECODER, FRONT, NO_OPENVINO, OPENVINO, OPENVINO_CACHE, RuntimeChoice, RuntimeRequest
+from .deconv import widen_conv_transposes
+from .models import SynthesisInputs
+from .ort import OrtDecoder, OrtFront, Session, open_session
+from .split import SplitSynthesizer
+
+F32_MIN_SNR_DB = 100.0
+BF16_MIN_SNR_DB = 50.0
+SENTENCE_PHONES = 150  # about a long sentence
+DECODER_FRAMES = 100
+TIMED_RUNS = 3
+ORT_F32 = "onnxruntime f32"
+
+Outputs = tuple[np.ndarray, ...]
+
+
+class Steps:
+    """Numbered progress lines on stderr, which the parent relays to the server's log (see cache.PROGRESS)."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.done = 0
+
+    def __call__(self, doing: str, new_step: bool = True) -> None:
+        self.done += new_step
+        print(f"progress {self.done} {self.total} {doing}", file=sys.stderr, flush=True)
+
+
+def bf16_native(cpuinfo: str | None = None) -> bool:
+    """Whether this CPU computes bf16 itself: AVX512_BF16 or AMX on x86, the bf16 feature on ARM.
+
+    Elsewhere bf16 is emulated, slower than f32. No Cortex-A72 (a Pi 4)
+    lists bf16; a Cortex-A76 (a Pi 5) has f16 but not bf16.
+    """
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return False
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip().lower() in ("flags", "features"):
+            features = set(value.split())
+            return bool(features & {"avx512_bf16", "amx_bf16", "bf16"})
+    return False
+
+
+def snr_db(reference: np.ndarray, test: np.ndarray) -> float:
+    """SNR in dB of `test` against `reference` (same shape)."""
+    ref = reference.astype(np.float64)
+    noise = float(np.sum((ref - test.astype(np.float64)) ** 2))
+    return float(10 * np.log10(max(float(np.sum(ref**2)), 1e-30) / max(noise, 1e-30)))
+
+
+def agreement(reference: Outputs, test: Outputs, minimum: float) -> tuple[float | None, str]:
+    """(the worst output's SNR against ONNX Runtime f32, "" if it passes or why it fails)."""
+    for ref, out in zip(reference, test):
+        if ref.shape != out.shape:
+            return None, f"output shape {list(out.shape)} instead of onnxruntime's {list(ref.shape)}"
+    snr = min(snr_db(ref, out) for ref, out in zip(reference, test))
+    if snr < minimum:
+        return snr, f"SNR {snr:.1f} dB against onnxruntime f32, below {minimum:g} dB"
+    return snr, ""
+
+
+def vocabulary_sizes(model: onnx.ModelProto) -> dict[str, int]:
+    """Rows of the embedding tables the phone, tone and language ids index (x, tone, language)."""
+    tables = {t.name: t.dims for t in model.graph.initializer if len(t.dims) == 2}
+    sizes = {}
+    for node in model.graph.node:
+        if node.op_type == "Gather" and node.input[0] in tables and node.input[1] in ("x", "tone", "language"):
+            sizes[node.input[1]] = int(tables[node.input[0]][0])
+    return sizes
+
+
+def sentence(vocabulary: dict[str, int], phones: int = SENTENCE_PHONES) -> SynthesisInputs:
+    """A made-up sentence of valid ids with noise off, so both runtimes compute the same thing."""
+    rng = np.random.default_rng(0)
+
+    def ids(name: str, low: int) -> np.ndarray:
+        size = vocabulary.get(name, 1)
+        return rng.integers(min(low, size - 1), size, size=phones).astype(np.int64)
+
+    return SynthesisInputs(
+        phone_ids=ids("x", 1),  # 0 is the padding symbol
+        tones=ids("tone", 0),
+        languages=ids("language", 0),
+        bert=(rng.standard_normal((1024, phones)) * 0.5).astype(np.float32),
+        style_vector=(rng.standard_normal(256) * 0.1).astype(np.float32),
+        length_scale=1.0,
+        noise_scale=0.0,
+        noise_w_scale=0.0,
+        sdp_ratio=0.2,
+    )
+
+
+def best_time(run: Callable[[Session], Outputs], session: Session) -> tuple[Outputs, float]:
+    """The outputs of `run` on `session`, and the best of `TIMED_RUNS` timed runs after a warm-up."""
+    outputs = run(session)
+    best = float("inf")
+    for _ in range(TIMED_RUNS):
+        began = time.perf_counter()
+        outputs = run(session)
+        best = min(best, time.perf_counter() - began)
+    return outputs, best
+
+
+@dataclass(frozen=True)
+class Part:
+    """One model OpenVINO may run: its ONNX Runtime file, its plain graph and one pass of it."""
+
+    key: str  # the part in the manifest
+    ort_model: Path
+    graph: bytes  # before ONNX Runtime's optimization (its fused ops are its own)
+    work: str  # what one pass is, for the log
+    run: Callable[[Session], Outputs]
+
+
+class Measurer:
+    """Measures parts for one cache entry (`out`) as `request` allows, one step of `steps` each."""
+
+    def __init__(self, request: RuntimeRequest, out: Path, steps: Steps) -> None:
+        self.request = request
+        self.out = out
+        self.steps = steps
+        self.openvino_error = ""
+        if request.backend != "onnxruntime":
+            try:
+                from . import openvino  # noqa: F401  (imported here: a missing or broken OpenVINO is a note)
+            except ImportError as err:
+                self.openvino_error = f"{NO_OPENVINO} ({err})"
+
+    def _precisions(self) -> tuple[list[str], str]:
+        """OpenVINO precisions to try for the decoder, and why bf16 is not among them (if it is not)."""
+        if self.request.backend == "onnxruntime":
+            return [], ""
+        if self.openvino_error:
+            return [], self.openvino_error
+        if self.request.precision == "f32":
+            return ["f32"], ""
+        if self.request.precision == "bf16":
+            return ["bf16"], "" if bf16_native() else "bf16 forced on a CPU without native bf16"
+        if bf16_native():
+            return ["f32", "bf16"], ""
+        return ["f32"], "bf16 not tried: this CPU does not compute bf16 natively"
+
+    def measure(self, part: Part) -> tuple[RuntimeChoice, str]:
+        """The part's runtime choice and the file the server opens."""
+        self.steps(f"measuring {part.key} on onnxruntime")
+        reference, seconds = best_time(part.run, open_session(part.ort_model, self.request.threads))
+        times = {ORT_F32: seconds}
+        snrs: dict[str, float] = {}
+        failed: dict[str, str] = {}
+        precisions, note = self._precisions()
+        blobs: dict[str, set[Path]] = {}
+        ir = self.out / f"{part.key}.xml"
+        if precisions:
+            from .openvino import save_ir
+
+            self.steps(f"converting {part.key} for openvino", new_step=False)
+            graph = onnx.load_from_string(part.graph)
+            widen_conv_transposes(graph)
+            try:
+                save_ir(graph.SerializeToString(), ir)
+            except Exception as err:  # OpenVINO refuses the graph: ONNX Runtime runs it
+                failed.update({f"{OPENVINO} {p}": f"could not convert: {_first_line(err)}" for p in precisions})
+                precisions = []
+            del graph
+        for precision in precisions:
+            label = f"{OPENVINO} {precision}"
+            self.steps(f"compiling and measuring {part.key} on {label}", new_step=False)
+            try:
+                outputs, times[label] = self._run_openvino(part, ir, precision, blobs.setdefault(label, set()))
+            except Exception as err:  # a plugin that cannot compile or run it
+                failed[label] = f"could not run: {_first_line(err)}"
+                continue
+            snr, problem = agreement(reference, outputs, BF16_MIN_SNR_DB if precision == "bf16" else F32_MIN_SNR_DB)
+            if snr is not None:
+                snrs[label] = round(snr, 1)
+            if problem:
+                failed[label] = problem
+        allowed = [label for label in times if label not in failed]
+        if self.request.backend == OPENVINO:
+            forced = [label for label in allowed if label != ORT_F32]
+            if not forced:
+                note = "; ".join(
+                    filter(None, [note, "openvino was asked for but failed its check: onnxruntime runs it"])
+                )
+            allowed = forced or [ORT_F32]
+        chosen = min(allowed, key=times.__getitem__)
+        backend, precision = chosen.split()
+        self._remove_losers(part, chosen, blobs)
+        choice = RuntimeChoice(
+            backend=backend,
+            precision=precision,
+            seconds={label: round(t, 4) for label, t in times.items()},
+            snr_db=snrs,
+            failed=failed,
+            work=part.work,
+            note=note,
+        )
+        file = part.ort_model.name if chosen == ORT_F32 else f"{part.key}.xml"
+        return choice, file
+
+    def _run_openvino(self, part: Part, ir: Path, precision: str, blobs: set[Path]) -> tuple[Outputs, float]:
+        """`part` compiled at `precision` and timed; the compiled-model files it added go into `blobs`."""
+        from .openvino import open_compiled
+
+        cache = self.out / OPENVINO_CACHE
+        before = set(cache.glob("*"))
+        compiled = open_compiled(ir, precision, self.request.threads, cache)
+        blobs.update(set(cache.glob("*")) - before)
+        return best_time(part.run, compiled)  # the compiled model is dropped on return: one at a time
+
+    def _remove_losers(self, part: Part, chosen: str, blobs: dict[str, set[Path]]) -> None:
+        """Only the chosen runtime's files stay: the other runtime never loads this part."""
+        for label, files in blobs.items():
+            if label != chosen:
+                for file in files:
+                    file.unlink()
+        if chosen == ORT_F32:
+            doomed = [self.out / f"{part.key}.xml", self.out / f"{part.key}.bin"]
+        else:
+            doomed = [part.ort_model, part.ort_model.with_name(part.ort_model.name + ".data")]
+        for file in doomed:
+            file.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # an OpenVINO cache with nothing in it
+            (self.out / OPENVINO_CACHE).rmdir()
+
+
+def _first_line(err: Exception) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+
+
+def measure_decoder(measurer: Measurer, out: Path, halves: SplitSynthesizer) -> tuple[RuntimeChoice, str]:
+    """The decoder on the first `DECODER_FRAMES` frames of the latent the front makes of a made-up sentence."""
+    latent, speaker = halves.latent, halves.speaker
+    inputs = sentence(vocabulary_sizes(onnx.load_from_string(halves.front)))
+    front = OrtFront(open_session(out / f"{FRONT}.onnx", measurer.request.threads), latent, speaker)
+    z, g = front.latent(inputs)
+    del front
+    z = np.tile(z, (1, 1, -(-DECODER_FRAMES // z.shape[2])))[:, :, :DECODER_FRAMES]
+    decoder = Part(
+        DECODER,
+        out / f"{DECODER}.onnx",
+        halves.decoder,
+        f"{DECODER_FRAMES} frames",
+        lambda session: (OrtDecoder(session, latent, speaker).decode(z, g),),
+    )
+    return measurer.measure(decoder)

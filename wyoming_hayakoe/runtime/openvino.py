@@ -1,0 +1,75 @@
+"""OpenVINO's CPU plugin as a second runtime, for the synthesizer's decoder.
+
+A compiled model is wrapped as a `Session` (ONNX Runtime's `run`), so the
+roles in ort.py bind its inputs by the same names with the same code (any
+role: measure.py says why only the decoder is given to OpenVINO). The
+precision is always given: OpenVINO's default is bf16 on x86 CPUs with
+AVX512_BF16 and f16 on ARM cores that have it, neither of which matches
+ONNX Runtime; `save_ir` likewise keeps f32 weights (OpenVINO's default
+would halve them). Compiled models are kept in the cache entry (CACHE_DIR),
+so a warm start imports them instead of compiling again. Imported only when a
+model runs on OpenVINO, or by the cache's child to measure.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import openvino as ov
+
+# One core object per process: it holds the plugin and its thread pool.
+_CORE: ov.Core | None = None
+
+
+def core() -> ov.Core:
+    global _CORE
+    if _CORE is None:
+        _CORE = ov.Core()
+    return _CORE
+
+
+def compile_config(precision: str, threads: int | None, cache_dir: Path) -> dict[str, object]:
+    """Latency-first, one stream, `threads` cores like ONNX Runtime's pool, no pinning (cores are shared)."""
+    config: dict[str, object] = {
+        "INFERENCE_PRECISION_HINT": precision,
+        "PERFORMANCE_HINT": "LATENCY",
+        "NUM_STREAMS": 1,
+        "ENABLE_CPU_PINNING": False,
+        "CACHE_DIR": str(cache_dir),
+    }
+    if threads:
+        config["INFERENCE_NUM_THREADS"] = threads
+    return config
+
+
+class OvSession:
+    """A compiled model called like an ONNX Runtime session: `run(output_names, feeds)`."""
+
+    def __init__(self, compiled: ov.CompiledModel) -> None:
+        self._compiled = compiled
+        self._request = compiled.create_infer_request()
+
+    def run(self, output_names: list[str] | None, input_feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        results = self._request.infer(input_feed)
+        outputs = self._compiled.outputs
+        if output_names is None:
+            return [results[output] for output in outputs]
+        return [results[name] for name in output_names]
+
+
+def open_compiled(model: Path, precision: str, threads: int | None, cache_dir: Path) -> OvSession:
+    """The OpenVINO IR at `model` compiled for this CPU at `precision` ("f32" or "bf16")."""
+    if precision not in ("f32", "bf16"):
+        raise ValueError(f"OpenVINO precision must be f32 or bf16, not {precision!r}")
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    # Compiled from the read model, not its path: the cache then knows a model
+    # by its content, so what the cache's child compiled in its work folder
+    # is found again after that folder became the entry.
+    graph = core().read_model(str(model))
+    return OvSession(core().compile_model(graph, "CPU", compile_config(precision, threads, cache_dir)))
+
+
+def save_ir(onnx_model: bytes, out: Path) -> None:
+    """Convert an ONNX graph to OpenVINO IR at `out` (.xml, weights in .bin), its weights kept f32."""
+    ov.save_model(core().read_model(onnx_model, b""), str(out), compress_to_fp16=False)
