@@ -45,21 +45,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tools.listener import Listening, listen  # noqa: E402
+from wyoming_hayakoe.cli.benchmark import TEXTS  # noqa: E402  (the user benchmark's texts)
 
 VOICES = ("standin-a", "standin-b")
-TEXTS = {
-    "short": "おはようございます。",
-    "briefing": (
-        "おはようございます。今日の東京は晴れのち曇り、最高気温は二十三度の予想です。"
-        "午後から風が強くなるので、お出かけの際はお気をつけください。"
-    ),
-    "long": (
-        "本日の予定をお知らせします。午前十時から、リビングの掃除ロボットが動きます。"
-        "正午には、冷蔵庫の中身を確認するよう通知が届きます。"
-        "夕方六時になると、玄関の照明が自動で点灯し、エアコンが二十五度に設定されます。"
-        "夜十一時には、すべての照明が消えて、おやすみモードに切り替わります。"
-    ),
-}
 
 
 def free_port() -> int:
@@ -195,6 +183,8 @@ class Side:
 
 #: What our server logs (wyoming_hayakoe.runtime.cache, INFO) only when it optimizes a model.
 OPTIMIZING_RE = re.compile(r"Optimizing .* once for this machine")
+#: What it logs at every start of each voice's decoder (wyoming_hayakoe.engine.voice).
+RUNTIME_RE = re.compile(r"Voice (\S+ decoder: .*)")
 
 
 class OurServer:
@@ -213,6 +203,7 @@ class OurServer:
         cache_dir: Path,
         log_path: Path,
         sample_tree: bool = False,
+        runtime: tuple[str, str] = ("auto", "auto"),
     ) -> None:
         self.port = free_port()
         self.log_path = log_path
@@ -232,6 +223,10 @@ class OurServer:
             "0",
             "--cache-dir",
             str(cache_dir),
+            "--backend",
+            runtime[0],
+            "--precision",
+            runtime[1],
         ]
         if threads:
             cmd += ["--threads", str(threads)]
@@ -249,6 +244,10 @@ class OurServer:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def runtimes(self) -> list[str]:
+        """What the server logged of each voice's decoder: the runtime it runs on and the timings it was chosen by."""
+        return sorted(set(RUNTIME_RE.findall(self.log())))
 
     def optimized(self) -> bool:
         """Whether the server optimized a model (rather than taking all from the cache)."""
@@ -467,6 +466,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results")
     parser.add_argument("--threads", type=int, default=None, help="--threads for our server (default: its own)")
     parser.add_argument("--skip-wyoming-bench", action="store_true")
+    parser.add_argument("--backend", default="auto", help="--backend for our server (default: %(default)s)")
+    parser.add_argument("--precision", default="auto", help="--precision for our server (default: %(default)s)")
     args = parser.parse_args()
     os.environ["HF_HUB_OFFLINE"] = "1"
 
@@ -484,14 +485,18 @@ def main() -> int:
     shutil.rmtree(logs, ignore_errors=True)
     warnings: list[str] = []
     # Empty cache: optimizes both voices in a child process; the tree's RSS is sampled meanwhile.
-    first_start = OurServer(dirs[2], voice, args.threads, cache, logs / "first-start.log", sample_tree=True)
+    runtime = (args.backend, args.precision)
+    first_start = OurServer(
+        dirs[2], voice, args.threads, cache, logs / "first-start.log", sample_tree=True, runtime=runtime
+    )
     ours.ready_first_start = first_start.ready
     ours.first_start_rss_kib = first_start.stop()[1]
     ours.rss_mib[FIRST_START] = ours.first_start_rss_kib["peak"] // 1024
     if not first_start.optimized():
         warnings.append(f"the first start did not optimize any model (cache not empty?): see {first_start.log_path}")
 
-    server = OurServer(dirs[1], voice, args.threads, cache, logs / "warm-1-voice.log")
+    server = OurServer(dirs[1], voice, args.threads, cache, logs / "warm-1-voice.log", runtime=runtime)
+    chosen = server.runtimes()
     warm = [server]
     worker = HayakoeWorker(dirs[1], VOICES[:1])
     ours.ready.append(server.ready)
@@ -514,7 +519,7 @@ def main() -> int:
     ours.rss_mib["1 voice"] = server.stop()[0] // 1024
     theirs.rss_mib["1 voice"] = worker.stop() // 1024
 
-    server = OurServer(dirs[2], voice, args.threads, cache, logs / "warm-2-voices.log")
+    server = OurServer(dirs[2], voice, args.threads, cache, logs / "warm-2-voices.log", runtime=runtime)
     warm.append(server)
     worker = HayakoeWorker(dirs[2], VOICES)
     ours.ready.append(server.ready)
@@ -554,6 +559,8 @@ def main() -> int:
     width = max(len(r[0]) for r in rows)
     lines = [f"{'metric':{width}s}  {'ours':>9s}  {'hayakoe':>9s}  {'ratio':>6s}"]
     lines += [f"{m:{width}s}  {a:9.3f}  {b:9.3f}  {ratio(a, b):6.2f}" for m, a, b in rows]
+    lines.append(f"ours: --backend {args.backend} --precision {args.precision}; hayakoe: onnxruntime f32")
+    lines += [f"  {line}" for line in chosen]
     lines.append(f"chunked decoding vs whole (full-size decoder): {snr:.1f} dB SNR, worst sentence")
     lines.append(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}; {os.cpu_count()} CPUs")
     lines += [f"WARNING: {warning}" for warning in warnings]
@@ -568,6 +575,7 @@ def main() -> int:
         "load_average": {"before": load_before, "after": load_after},
         "cpus": os.cpu_count(),
         "rounds": args.rounds,
+        "runtime": {"backend": args.backend, "precision": args.precision, "chosen": chosen},
         "chunked_decoding_snr_db": snr,
         "wyoming_bench": bench,
         "warnings": warnings,

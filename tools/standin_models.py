@@ -94,7 +94,7 @@ FORMAT_VERSION = 1  # layout of standin.json
 # Bumped whenever the same parameters would produce different files, so that
 # cached builds can be recognised as stale (compare with the marker's
 # "generator_version").
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 SIZES = ("tiny", "full")
 SYNTH_VARIANTS = ("standard", "external-data", "q8-name", "audio-only", "no-dp")
 STYLE_NAMES = ("Neutral", "Happy", "Sad", "Angry", "Fear", "Surprise", "Disgust")
