@@ -56,11 +56,16 @@ def test_decoder_has_a_static_rank_and_only_2d_conv_transposes_with_the_same_aud
     rewritten = ort.InferenceSession(widened.SerializeToString()).run(["audio"], feeds)[0]
     assert rewritten.shape == reference.shape
     assert snr_db(reference, rewritten) >= 120.0
-    for graph in (original, widened):  # OpenVINO's ONNX reader needs the inputs' rank: [1, C, T], [1, G, 1]
+    decoded = {}
+    for name, graph in (("original", original), ("widened", widened)):
+        # OpenVINO's ONNX reader needs the inputs' rank ([1, C, T], [1, G, 1]) to take either.
         compiled = core().compile_model(
             core().read_model(graph.SerializeToString(), b""), "CPU", {"INFERENCE_PRECISION_HINT": "f32"}
         )
-        assert snr_db(reference, OvSession(compiled).run(["audio"], feeds)[0]) >= 100.0
+        decoded[name] = OvSession(compiled).run(["audio"], feeds)[0]
+    # Only the widened graph, which OpenVINO is given, must agree everywhere: on ARM, OpenVINO's
+    # plugin computes the original's 1-D ConvTranspose wrongly (0.6 dB under emulation).
+    assert snr_db(reference, decoded["widened"]) >= 100.0
     onnx.checker.check_model(widened)
 
 
