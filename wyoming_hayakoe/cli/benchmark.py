@@ -79,7 +79,6 @@ class Figures:
     chosen: list[str]  # the log line of each measured part
     decoder_on: str  # where the decoder ran: a forced runtime that failed its check falls back
 
-
     def row(self) -> list[str]:
         texts = list(TEXTS)
         return [
