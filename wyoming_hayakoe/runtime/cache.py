@@ -48,8 +48,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import onnxruntime as ort
-
 from ..store import AIVMX_SUFFIX
 
 _LOGGER = logging.getLogger(__name__)
@@ -176,6 +174,13 @@ def _code_signature() -> str:
     return digest.hexdigest()
 
 
+def _onnxruntime_version() -> str:
+    """Imported only here: the command lines that share this module's names (the download CLI) never load it."""
+    import onnxruntime
+
+    return str(onnxruntime.__version__)
+
+
 def openvino_version() -> str | None:
     """The installed OpenVINO's version, without importing it (None if it is not installed)."""
     try:
@@ -202,7 +207,7 @@ def cache_key(source: Path, split: bool, request: RuntimeRequest | None = None) 
         "code": _code_signature(),
         "source": str(source.resolve()),
         "files": files,
-        "onnxruntime": ort.__version__,
+        "onnxruntime": _onnxruntime_version(),
         "cpu": _cpu_signature(),
         "split": split,
     }
