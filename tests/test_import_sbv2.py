@@ -30,6 +30,8 @@ from tools import standin_models as sm  # noqa: E402
 
 TEXT = "はい。そうです。"  # two sentences: the pause between them comes from the duration predictor
 REFERENCE = "standin-a"
+MODEL_LICENCE = "CC BY 4.0, voice by Example Studio"
+BARE_LICENCE = "For personal use only (given on the command line)"
 
 
 def run_import(*args: str | Path) -> subprocess.CompletedProcess:
@@ -73,11 +75,12 @@ def strip_defaults(raw: dict) -> None:
 def imported(sbv2: Path, tmp_path_factory) -> Path:
     """A data dir with two imported voices: `my-model` (as trained) and `bare` (config without defaults)."""
     data = tmp_path_factory.mktemp("data")
+    (sbv2 / "LICENSE.md").write_text(MODEL_LICENCE + "\n", encoding="utf-8")  # found beside the model
     done = run_import(sbv2, "--data-dir", data)
     assert done.returncode == 0, done.stderr
-    assert f"{REFERENCE}_e100_s{sm.SBV2_STEP}.safetensors" in done.stdout
+    assert f"{REFERENCE}_e100_s{sm.SBV2_STEP}.safetensors" in done.stdout and "LICENSE.md" in done.stdout
     bare = edited_copy(sbv2, data.parent / "bare", config=strip_defaults)
-    done = run_import(bare, "--data-dir", data)
+    done = run_import(bare, "--data-dir", data, "--license", BARE_LICENCE)  # given: wins over the file
     assert done.returncode == 0, done.stderr
     return data
 
@@ -91,6 +94,7 @@ def server(request, standin_dir: Path, imported: Path):
 def test_output_is_in_the_hub_layout(imported: Path) -> None:
     folder = imported / "onnx" / "speakers" / "my-model"
     assert sorted(p.name for p in folder.iterdir()) == [
+        "LICENSE.txt",
         "config.json",
         "duration_predictor.onnx",
         "style_vectors.npy",
@@ -112,6 +116,9 @@ async def test_describe_lists_the_imported_voices_with_their_styles(server) -> N
     names = {v.name for v in info.tts[0].voices}
     assert {"my-model", *(f"my-model:{s}" for s in sm.STYLE_NAMES), "bare"} <= names
     assert not {n for n in names if n.startswith("bare:")}  # one style: no per-style entries
+    attribution = {v.name: v.attribution.name for v in info.tts[0].voices}
+    assert MODEL_LICENCE in attribution["my-model"] and MODEL_LICENCE in attribution["my-model:Happy"]
+    assert BARE_LICENCE in attribution["bare"] and MODEL_LICENCE not in attribution["bare"]
 
 
 def samples(result: ha.TtsResult) -> np.ndarray:

@@ -33,6 +33,9 @@ SYNTHESIZER_FILES = ("synthesizer.onnx", "synthesizer_q8.onnx")
 DURATION_PREDICTOR_FILE = "duration_predictor.onnx"
 VOICE_CONFIG_FILE = "config.json"
 STYLE_VECTORS_FILE = "style_vectors.npy"
+# A custom voice's licence and attribution text, as its author gives it (wyoming-hayakoe-import writes it).
+VOICE_LICENSE_FILE = "LICENSE.txt"
+MAX_LICENSE_BYTES = 16 * 1024
 TOKENIZER_FILES = ("tokenizer_config.json", "vocab.txt")
 AIVMX_DIR = "voices"
 AIVMX_SUFFIX = ".aivmx"
@@ -108,6 +111,16 @@ def find_bert(data_dirs: Sequence[Path]) -> BertFiles:
             return BertFiles(onnx=onnx, tokenizer_dir=tok)
     required = [f"{BERT_DIR}/{BERT_FILE}"] + [f"{TOKENIZER_DIR}/{f}" for f in TOKENIZER_FILES]
     raise MissingModelFiles("The shared BERT model", _absent(data_dirs, required), data_dirs)
+
+
+def voice_license(folder: Path) -> str:
+    """The text of a voice folder's LICENSE.txt ("" without one), whitespace folded, at most 16 KiB read."""
+    try:
+        with open(folder / VOICE_LICENSE_FILE, "rb") as file:
+            raw = file.read(MAX_LICENSE_BYTES)
+    except OSError:
+        return ""
+    return " ".join(raw.decode("utf-8", errors="replace").split())
 
 
 def voice_files_in(folder: Path, name: str) -> VoiceFiles | None:

@@ -14,7 +14,7 @@ import numpy as np
 from ..runtime import loading
 from ..runtime.cache import ModelCache, RuntimeChoice, RuntimeRequest
 from ..runtime.models import SynthesisInputs, VoiceModels
-from ..store import STYLE_VECTORS_FILE, VOICE_CONFIG_FILE, AivmxVoice, VoiceFiles
+from ..store import STYLE_VECTORS_FILE, VOICE_CONFIG_FILE, AivmxVoice, VoiceFiles, voice_license
 from ..text import Frontend, Phonemes
 from .settings import SynthesisSettings
 
@@ -142,15 +142,17 @@ class Voice:
         speaker_id: int = 0,
         aivmx: AivmxVoice | None = None,
         runtimes: dict[str, RuntimeChoice] | None = None,
+        license: str = "",
     ) -> None:
         """`origin`: where the voice came from, for the log; `speaker_id`: the synthesizer's sid;
         `aivmx`: the model and speaker an AIVMX voice is (names, licence); `runtimes`: each part's
-        runtime and its measurements."""
+        runtime and its measurements; `license`: the licence text its files state ("" if none)."""
         _require_jp_extra(name, config)
         self.name = name
         self.origin = origin
         self.speaker_id = speaker_id
         self.aivmx = aivmx
+        self.license = license
         self.config = config
         self.style_vectors = style_vectors.astype(np.float32)
         self.frontend = frontend
@@ -235,7 +237,10 @@ class Voice:
         style_vectors = np.load(files.style_vectors)
         origin = str(aivmx.path if aivmx else files.folder)
         speaker_id = aivmx.speaker_id if aivmx else 0
-        voice = cls(files.name, config, style_vectors, frontend, models, origin, speaker_id, aivmx, loaded.runtimes)
+        license = (aivmx.license or "") if aivmx else voice_license(files.folder)
+        voice = cls(
+            files.name, config, style_vectors, frontend, models, origin, speaker_id, aivmx, loaded.runtimes, license
+        )
         _LOGGER.info(
             "Loaded voice %s from %s (styles: %s%s)",
             voice.name,

@@ -23,6 +23,7 @@ import torch
 from ..store import (
     STYLE_VECTORS_FILE,
     VOICE_CONFIG_FILE,
+    VOICE_LICENSE_FILE,
     InvalidVoiceName,
     check_voice_name,
 )
@@ -182,8 +183,20 @@ def load_style_vectors(path: Path, style_ids: dict[str, int]) -> np.ndarray:
     return vectors.astype(np.float32)
 
 
-def import_model(files: ModelFiles, data_dir: Path, name: str, force: bool = False) -> Path:
-    """Convert the model and write it as voice `name` of `data_dir`; returns the voice folder."""
+def find_license(folder: Path | None) -> Path | None:
+    """A licence file beside the model (LICENSE, LICENCE, license.txt, LICENSE.md, …), if there is exactly one kind."""
+    if folder is None:
+        return None
+    found = sorted(p for p in folder.iterdir() if p.is_file() and p.stem.upper() in ("LICENSE", "LICENCE"))
+    return found[0] if found else None
+
+
+def import_model(files: ModelFiles, data_dir: Path, name: str, force: bool = False, license: str = "") -> Path:
+    """Convert the model and write it as voice `name` of `data_dir`; returns the voice folder.
+
+    `license`: the model's licence and attribution text, kept as the voice's
+    LICENSE.txt, which Describe and the web page show.
+    """
     try:
         check_voice_name(name)
     except InvalidVoiceName as err:
@@ -213,6 +226,8 @@ def import_model(files: ModelFiles, data_dir: Path, name: str, force: bool = Fal
         export_voice(net, tmp)
         (tmp / VOICE_CONFIG_FILE).write_text(json.dumps(config, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
         np.save(tmp / STYLE_VECTORS_FILE, vectors)
+        if license.strip():
+            (tmp / VOICE_LICENSE_FILE).write_text(license.strip() + "\n", encoding="utf-8")
         if target.exists():
             shutil.rmtree(target)
         os.rename(tmp, target)

@@ -87,7 +87,10 @@ def load_engine(config: ServerConfig, selection: VoiceSelection) -> tuple[Engine
 
 def build_service(config: ServerConfig, engine: Engine, default_voice: str, scheduler: Scheduler) -> Service:
     preferred = config.style or SynthesisSettings().style  # Neutral, where a voice has it
-    cards = {name: voice_card(name, voice.styles, preferred, voice.aivmx) for name, voice in engine.voices.items()}
+    cards = {
+        name: voice_card(name, voice.styles, preferred, voice.aivmx, voice.license)
+        for name, voice in engine.voices.items()
+    }
     options = ServerOptions(
         default_voice=default_voice,
         settings=config.settings,

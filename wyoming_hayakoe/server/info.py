@@ -99,13 +99,21 @@ def describe_aivmx(voice: AivmxVoice) -> tuple[str, Attribution]:
 
 
 def voice_card(
-    name: str, styles: Iterable[str], preferred_style: str | None, aivmx: AivmxVoice | None = None
+    name: str,
+    styles: Iterable[str],
+    preferred_style: str | None,
+    aivmx: AivmxVoice | None = None,
+    license: str = "",
 ) -> VoiceCard:
-    """`aivmx`: the manifest's names and licence, for a voice from an AIVMX file."""
+    """`aivmx`: the manifest's names and licence, for a voice from an AIVMX file; `license`: the text of
+    a voice folder's LICENSE.txt, which names the licence of a custom (say, imported) voice."""
     styles = tuple(styles)
     default = preferred_style if preferred_style in styles else (styles[0] if styles else "")
     if aivmx is None:
-        return VoiceCard(name, *describe_voice(name), styles, default)
+        description, attribution = describe_voice(name)
+        if license and attribution is UNKNOWN:
+            attribution = Attribution(name=f"Custom voice. Licence: {license}", url="")
+        return VoiceCard(name, description, attribution, styles, default, license)
     return VoiceCard(name, *describe_aivmx(aivmx), styles, default, aivmx.license or NO_LICENCE)
 
 

@@ -170,7 +170,8 @@ class Api:
                     "default_style": card.default_style,
                     "sample_rate": service.engine.voices[name].sample_rate,
                     "attribution": {"name": card.attribution.name, "url": card.attribution.url},
-                    "license": _LICENCES.get(card.attribution.name, "see the voice model's own licence"),
+                    "license": card.license
+                    or _LICENCES.get(card.attribution.name, "see the voice model's own licence"),
                 }
             )
         defaults = service.options.settings
