@@ -215,6 +215,24 @@ def test_bf16_on_onnxruntime_is_a_clear_error(standin_dir: Path) -> None:
     assert done.returncode == 2 and "bf16 needs OpenVINO" in done.stderr and "Traceback" not in done.stderr
 
 
+def test_a_second_voice_of_the_same_architecture_is_checked_not_timed_again(
+    standin_dir: Path, tmp_path: Path, caplog
+) -> None:
+    cache = ModelCache(tmp_path / "cache")
+    caplog.set_level(logging.INFO, logger="wyoming_hayakoe.runtime.cache")
+    first = cache.prepare(standin_dir / SYNTH, split=True, request=RuntimeRequest()).runtime("decoder")
+    other = standin_dir / "onnx" / "speakers" / "standin-b" / "synthesizer.onnx"  # other weights, same shapes
+    second = cache.prepare(other, split=True, request=RuntimeRequest()).runtime("decoder")
+    assert "earlier voice of the same architecture" not in first.note
+    assert "earlier voice of the same architecture" in second.note and second.seconds == first.seconds
+    assert second.snr_db and second.snr_db.keys() == first.snr_db.keys()  # its own agreement check
+    assert second.snr_db != first.snr_db  # computed on its own weights, not copied
+    steps = [r.getMessage() for r in caplog.records if "step " in r.getMessage()]
+    assert any("measuring decoder" in line for line in steps) and any("checking decoder" in line for line in steps)
+    forced = cache.prepare(other, split=True, request=RuntimeRequest(threads=1)).runtime("decoder")
+    assert "earlier voice" not in forced.note  # one thread is another speed: timed anew
+
+
 def test_entries_of_other_requests_stay_and_older_ones_go(standin_dir: Path, tmp_path: Path) -> None:
     source = standin_dir / SYNTH
     cache = ModelCache(tmp_path / "cache")

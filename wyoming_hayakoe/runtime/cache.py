@@ -68,6 +68,7 @@ BACKENDS = ("auto", ONNXRUNTIME, OPENVINO)
 PRECISIONS = ("auto", "f32", "bf16")
 NO_OPENVINO = "OpenVINO cannot be imported"  # how a choice's note begins when OpenVINO is missing
 OPENVINO_CACHE = "openvino-cache"  # OpenVINO's compiled models, inside the entry
+TIMINGS = "timings.json"  # decoder timings by architecture, shared by the entries of one folder (measure.py)
 #: The child's progress lines on stderr: "progress STEP TOTAL what it is doing".
 PROGRESS = re.compile(r"^progress (\d+) (\d+) (.+)$")
 
@@ -156,7 +157,7 @@ class PreparedModel:
         return DECODER in self.parts
 
 
-def _cpu_signature() -> str:
+def cpu_signature() -> str:
     """The CPU features optimized kernels may depend on."""
     try:
         lines = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines()
@@ -174,7 +175,7 @@ def _code_signature() -> str:
     return digest.hexdigest()
 
 
-def _onnxruntime_version() -> str:
+def onnxruntime_version() -> str:
     """Imported only here: the command lines that share this module's names (the download CLI) never load it."""
     import onnxruntime
 
@@ -207,8 +208,8 @@ def cache_key(source: Path, split: bool, request: RuntimeRequest | None = None) 
         "code": _code_signature(),
         "source": str(source.resolve()),
         "files": files,
-        "onnxruntime": _onnxruntime_version(),
-        "cpu": _cpu_signature(),
+        "onnxruntime": onnxruntime_version(),
+        "cpu": cpu_signature(),
         "split": split,
     }
     if runtime_identity(request, split) is not None:

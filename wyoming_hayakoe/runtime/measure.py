@@ -22,6 +22,8 @@ ONNX Runtime.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -31,7 +33,19 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from .cache import DECODER, FRONT, NO_OPENVINO, OPENVINO, OPENVINO_CACHE, RuntimeChoice, RuntimeRequest
+from .cache import (
+    DECODER,
+    FRONT,
+    NO_OPENVINO,
+    OPENVINO,
+    OPENVINO_CACHE,
+    TIMINGS,
+    RuntimeChoice,
+    RuntimeRequest,
+    cpu_signature,
+    onnxruntime_version,
+    openvino_version,
+)
 from .deconv import widen_conv_transposes
 from .models import SynthesisInputs
 from .ort import OrtDecoder, OrtFront, Session, open_session
@@ -127,9 +141,12 @@ def sentence(vocabulary: dict[str, int], phones: int = SENTENCE_PHONES) -> Synth
     )
 
 
-def best_time(run: Callable[[Session], Outputs], session: Session) -> tuple[Outputs, float]:
-    """The outputs of `run` on `session`, and the best of `TIMED_RUNS` timed runs after a warm-up."""
+def best_time(run: Callable[[Session], Outputs], session: Session, known: float | None = None) -> tuple[Outputs, float]:
+    """The outputs of `run` on `session`, and the best of `TIMED_RUNS` timed runs after a warm-up
+    (or the `known` time, after the one run the agreement check needs)."""
     outputs = run(session)
+    if known is not None:
+        return outputs, known
     best = float("inf")
     for _ in range(TIMED_RUNS):
         began = time.perf_counter()
@@ -149,6 +166,52 @@ class Part:
     run: Callable[[Session], Outputs]
 
 
+def architecture(graph: bytes, threads: int | None) -> str:
+    """What a part's speed depends on: its operators and weight shapes (not their values), the CPU,
+    the runtimes' versions and the threads. The voices of one model family share it."""
+    model = onnx.load_from_string(graph)
+    digest = hashlib.sha256()
+    for node in model.graph.node:
+        digest.update(node.op_type.encode())
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.TENSOR:  # a constant: its shape, not its values
+                digest.update(repr((attribute.name, list(attribute.t.dims), attribute.t.data_type)).encode())
+            else:
+                digest.update(attribute.SerializeToString())
+    for initializer in model.graph.initializer:
+        digest.update(repr((list(initializer.dims), initializer.data_type)).encode())
+    identity = [cpu_signature(), onnxruntime_version(), openvino_version(), threads]
+    digest.update(json.dumps(identity).encode())
+    return digest.hexdigest()[:24]
+
+
+class KnownTimings:
+    """Timings measured for an earlier voice of the same architecture, kept beside the cache's entries.
+
+    The first start prepares every installed voice; HayaKoe's five share
+    one decoder architecture, so timing it once is enough. Each voice still
+    has its own agreement check: that depends on its weights. The cache's
+    lock, held while the child runs, keeps the file consistent.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / TIMINGS
+        try:
+            loaded = json.loads(self.path.read_text(encoding="utf-8"))
+            self.known: dict[str, dict[str, float]] = loaded if isinstance(loaded, dict) else {}
+        except (OSError, ValueError):
+            self.known = {}
+
+    def get(self, key: str) -> dict[str, float]:
+        found = self.known.get(key)
+        return {k: float(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+    def put(self, key: str, seconds: dict[str, float]) -> None:
+        self.known[key] = seconds
+        with contextlib.suppress(OSError):  # only a shortcut for the next voice
+            self.path.write_text(json.dumps(self.known, indent=1), encoding="utf-8")
+
+
 class Measurer:
     """Measures parts for one cache entry (`out`) as `request` allows, one step of `steps` each."""
 
@@ -156,6 +219,7 @@ class Measurer:
         self.request = request
         self.out = out
         self.steps = steps
+        self.timings = KnownTimings(out.parent)  # the entry is made in a work folder inside the cache's
         self.openvino_error = ""
         if request.backend != "onnxruntime":
             try:
@@ -179,8 +243,11 @@ class Measurer:
 
     def measure(self, part: Part) -> tuple[RuntimeChoice, str]:
         """The part's runtime choice and the file the server opens."""
-        self.steps(f"measuring {part.key} on onnxruntime")
-        reference, seconds = best_time(part.run, open_session(part.ort_model, self.request.threads))
+        key = architecture(part.graph, self.request.threads)
+        known = self.timings.get(key)
+        verb = "checking" if known else "measuring"
+        self.steps(f"{verb} {part.key} on onnxruntime")
+        reference, seconds = best_time(part.run, open_session(part.ort_model, self.request.threads), known.get(ORT_F32))
         times = {ORT_F32: seconds}
         snrs: dict[str, float] = {}
         failed: dict[str, str] = {}
@@ -201,9 +268,11 @@ class Measurer:
             del graph
         for precision in precisions:
             label = f"{OPENVINO} {precision}"
-            self.steps(f"compiling and measuring {part.key} on {label}", new_step=False)
+            self.steps(f"compiling and {verb} {part.key} on {label}", new_step=False)
             try:
-                outputs, times[label] = self._run_openvino(part, ir, precision, blobs.setdefault(label, set()))
+                outputs, times[label] = self._run_openvino(
+                    part, ir, precision, blobs.setdefault(label, set()), known.get(label)
+                )
             except Exception as err:  # a plugin that cannot compile or run it
                 failed[label] = f"could not run: {_first_line(err)}"
                 continue
@@ -212,6 +281,9 @@ class Measurer:
                 snrs[label] = round(snr, 1)
             if problem:
                 failed[label] = problem
+        self.timings.put(key, {**known, **times})
+        if known and all(label in known for label in times):
+            note = "; ".join(filter(None, [note, "timings from an earlier voice of the same architecture"]))
         allowed = [label for label in times if label not in failed]
         if self.request.backend == OPENVINO:
             forced = [label for label in allowed if label != ORT_F32]
@@ -235,15 +307,18 @@ class Measurer:
         file = part.ort_model.name if chosen == ORT_F32 else f"{part.key}.xml"
         return choice, file
 
-    def _run_openvino(self, part: Part, ir: Path, precision: str, blobs: set[Path]) -> tuple[Outputs, float]:
-        """`part` compiled at `precision` and timed; the compiled-model files it added go into `blobs`."""
+    def _run_openvino(
+        self, part: Part, ir: Path, precision: str, blobs: set[Path], known: float | None
+    ) -> tuple[Outputs, float]:
+        """`part` compiled at `precision` and timed (unless its time is `known`); the compiled-model files
+        it added go into `blobs`."""
         from .openvino import open_compiled
 
         cache = self.out / OPENVINO_CACHE
         before = set(cache.glob("*"))
         compiled = open_compiled(ir, precision, self.request.threads, cache)
         blobs.update(set(cache.glob("*")) - before)
-        return best_time(part.run, compiled)  # the compiled model is dropped on return: one at a time
+        return best_time(part.run, compiled, known)  # the compiled model is dropped on return: one at a time
 
     def _remove_losers(self, part: Part, chosen: str, blobs: dict[str, set[Path]]) -> None:
         """Only the chosen runtime's files stay: the other runtime never loads this part."""
