@@ -17,7 +17,7 @@ import pytest
 
 from wyoming_hayakoe.engine.engine import Engine
 from wyoming_hayakoe.runtime import cache as cache_module
-from wyoming_hayakoe.runtime import optimize
+from wyoming_hayakoe.runtime import measure, optimize
 from wyoming_hayakoe.runtime.cache import MANIFEST, ModelCache, PreparationError, RuntimeRequest
 from wyoming_hayakoe.runtime.deconv import widen_conv_transposes
 from wyoming_hayakoe.runtime.measure import bf16_native, snr_db
@@ -172,6 +172,25 @@ def test_a_disagreeing_openvino_is_never_chosen_and_the_log_says_why(
     assert len(lines) == 1 and "openvino f32 rejected: SNR 40.0 dB against onnxruntime f32, below 100 dB" in lines[0]
     if backend == "openvino":
         assert "openvino was asked for but failed its check" in lines[0]
+
+
+@pytest.mark.parametrize("growth", [0.0, 500.0])
+def test_auto_never_keeps_an_openvino_whose_memory_grows_with_each_slice_length(
+    standin_dir: Path, tmp_path: Path, monkeypatch, growth: float
+) -> None:
+    """OpenVINO 2026.4's CPU plugin keeps buffers per input length: an unbounded server. Auto refuses it;
+    asked for by name, it runs, with the warning in the log line. The growth is played (500 MB, or none)."""
+    monkeypatch.setattr(measure, "retained_mib", lambda session, run_at: growth)
+    monkeypatch.setattr(cache_module, "_run_child", run_child_in_process)
+    for backend in ("auto", "openvino"):
+        engine = Engine.load([standin_dir], voices=[VOICE], cache_dir=tmp_path / backend, backend=backend)
+        choice = engine.voice(VOICE).runtimes["decoder"]
+        grew = "memory would grow" in choice.failed.get("openvino f32", "") + choice.note
+        assert grew == (growth > 0)
+        if backend == "openvino":
+            assert choice.backend == "openvino" and (growth == 0 or "warning: openvino f32 keeps 500 MB" in choice.note)
+        elif growth:
+            assert choice.backend == "onnxruntime" and not choice.disagreed  # refused for memory, not for its audio
 
 
 def test_the_relay_logs_progress_while_the_child_still_runs(tmp_path: Path, monkeypatch, caplog) -> None:

@@ -22,7 +22,7 @@ from typing import Protocol, TypeVar
 
 import numpy as np
 
-from ..runtime.ort import give_back_heap
+from ..runtime.memory import give_back_memory
 from ..text import Phonemes, UnpronounceableText
 from ..text.hayakoe.sentences import has_speech
 from .engine import Engine
@@ -203,7 +203,7 @@ class Speech:
                 yield np.zeros(0, dtype=np.int16)
         self._previous_text = sentence
         self._previous_audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
-        give_back_heap()  # what this part's runs freed, before the next part or request
+        give_back_memory()  # what this part's runs freed or held, before the next part or request
 
     def _may_start(self, held_samples: int, rest: tuple[DecodeSlice, ...]) -> bool:
         """Whether a part may start playing now: each slice still to decode arrives before playback needs it."""

@@ -68,6 +68,7 @@ BACKENDS = ("auto", ONNXRUNTIME, OPENVINO)
 PRECISIONS = ("auto", "f32", "bf16")
 NO_OPENVINO = "OpenVINO cannot be imported"  # how a choice's note begins when OpenVINO is missing
 OPENVINO_CACHE = "openvino-cache"  # OpenVINO's compiled models, inside the entry
+GROWS = "memory would grow"  # in the reason a runtime that agrees was refused for its memory (measure.py)
 TIMINGS = "timings.json"  # decoder timings by architecture, shared by the entries of one folder (measure.py)
 #: The child's progress lines on stderr: "progress STEP TOTAL what it is doing".
 PROGRESS = re.compile(r"^progress (\d+) (\d+) (.+)$")
@@ -122,7 +123,7 @@ class RuntimeChoice:
     @property
     def disagreed(self) -> bool:
         """Whether OpenVINO failed at f32: not a precision trade-off but a runtime computing this model wrongly."""
-        return any(label.endswith(" f32") for label in self.failed)
+        return any(label.endswith(" f32") and GROWS not in why for label, why in self.failed.items())
 
     def summary(self, part: str) -> str:
         """One log line, e.g. `decoder: openvino f32 0.15 s, onnxruntime f32 0.22 s per 100 frames -> openvino f32`."""

@@ -36,6 +36,7 @@ import onnx
 from .cache import (
     DECODER,
     FRONT,
+    GROWS,
     NO_OPENVINO,
     OPENVINO,
     OPENVINO_CACHE,
@@ -164,6 +165,42 @@ class Part:
     graph: bytes  # before ONNX Runtime's optimization (its fused ops are its own)
     work: str  # what one pass is, for the log
     run: Callable[[Session], Outputs]
+    run_at: Callable[[Session, int], Outputs]  # one pass over an input of another length (frames)
+
+
+# Input lengths run after the timed one, as a server's slices differ in length,
+# to see what a runtime keeps once it has run them: OpenVINO's CPU plugin kept
+# some 57 MB per distinct decoder slice length on the full-size stand-in (over
+# a GB after 20 lengths), which `release_memory` does not give back.
+RETENTION_FRAMES = (97, 89, 83, 71)
+MAX_RETAINED_MIB = 48.0
+
+
+def _anonymous_mib() -> float | None:
+    """This process's anonymous resident memory (Linux), None where /proc cannot tell."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+def retained_mib(session: Session, run_at: Callable[[Session, int], Outputs]) -> float:
+    """What `session` still holds, after giving back memory, once it has run inputs of several lengths
+    more than after one: 0 for a runtime whose memory does not grow with every new input length."""
+    from .memory import give_back_memory
+
+    run_at(session, RETENTION_FRAMES[0])
+    give_back_memory()
+    before = _anonymous_mib()
+    for frames in RETENTION_FRAMES[1:]:
+        run_at(session, frames)
+    give_back_memory()
+    after = _anonymous_mib()
+    return 0.0 if before is None or after is None else max(0.0, after - before)
 
 
 def architecture(graph: bytes, threads: int | None) -> str:
@@ -252,6 +289,7 @@ class Measurer:
         snrs: dict[str, float] = {}
         failed: dict[str, str] = {}
         precisions, note = self._precisions()
+        grows: dict[str, str] = {}  # agrees, but its memory grows with every input length
         blobs: dict[str, set[Path]] = {}
         ir = self.out / f"{part.key}.xml"
         if precisions:
@@ -270,7 +308,7 @@ class Measurer:
             label = f"{OPENVINO} {precision}"
             self.steps(f"compiling and {verb} {part.key} on {label}", new_step=False)
             try:
-                outputs, times[label] = self._run_openvino(
+                outputs, times[label], retained = self._run_openvino(
                     part, ir, precision, blobs.setdefault(label, set()), known.get(label)
                 )
             except Exception as err:  # a plugin that cannot compile or run it
@@ -281,17 +319,27 @@ class Measurer:
                 snrs[label] = round(snr, 1)
             if problem:
                 failed[label] = problem
+            elif retained > MAX_RETAINED_MIB:
+                grows[label] = (
+                    f"keeps {retained:.0f} MB more after {len(RETENTION_FRAMES) - 1} more input lengths "
+                    f"(its {GROWS} with every new slice length)"
+                )
         self.timings.put(key, {**known, **times})
         if known and all(label in known for label in times):
             note = "; ".join(filter(None, [note, "timings from an earlier voice of the same architecture"]))
         allowed = [label for label in times if label not in failed]
-        if self.request.backend == OPENVINO:
+        if self.request.backend == OPENVINO:  # asked for: a memory that grows is the user's call, with a warning
             forced = [label for label in allowed if label != ORT_F32]
             if not forced:
                 note = "; ".join(
                     filter(None, [note, "openvino was asked for but failed its check: onnxruntime runs it"])
                 )
+            elif grows:
+                note = "; ".join(filter(None, [note, *(f"warning: {label} {why}" for label, why in grows.items())]))
             allowed = forced or [ORT_F32]
+        else:
+            failed.update(grows)
+            allowed = [label for label in allowed if label not in grows]
         chosen = min(allowed, key=times.__getitem__)
         backend, precision = chosen.split()
         self._remove_losers(part, chosen, blobs)
@@ -309,16 +357,17 @@ class Measurer:
 
     def _run_openvino(
         self, part: Part, ir: Path, precision: str, blobs: set[Path], known: float | None
-    ) -> tuple[Outputs, float]:
-        """`part` compiled at `precision` and timed (unless its time is `known`); the compiled-model files
-        it added go into `blobs`."""
+    ) -> tuple[Outputs, float, float]:
+        """`part` compiled at `precision`: its outputs, its time (unless `known`) and the MB it keeps after
+        inputs of other lengths (see `retained_mib`); the compiled-model files it added go into `blobs`."""
         from .openvino import open_compiled
 
         cache = self.out / OPENVINO_CACHE
         before = set(cache.glob("*"))
         compiled = open_compiled(ir, precision, self.request.threads, cache)
         blobs.update(set(cache.glob("*")) - before)
-        return best_time(part.run, compiled, known)  # the compiled model is dropped on return: one at a time
+        outputs, seconds = best_time(part.run, compiled, known)
+        return outputs, seconds, retained_mib(compiled, part.run_at)  # then dropped: one compiled model at a time
 
     def _remove_losers(self, part: Part, chosen: str, blobs: dict[str, set[Path]]) -> None:
         """Only the chosen runtime's files stay: the other runtime never loads this part."""
@@ -354,5 +403,6 @@ def measure_decoder(measurer: Measurer, out: Path, halves: SplitSynthesizer) -> 
         halves.decoder,
         f"{DECODER_FRAMES} frames",
         lambda session: (OrtDecoder(session, latent, speaker).decode(z, g),),
+        lambda session, frames: (OrtDecoder(session, latent, speaker).decode(z[:, :, :frames], g),),
     )
     return measurer.measure(decoder)

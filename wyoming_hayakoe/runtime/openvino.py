@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import openvino as ov
 
+from .memory import keep_track
+
 # One core object per process: it holds the plugin and its thread pool.
 _CORE: ov.Core | None = None
 
@@ -49,6 +51,11 @@ class OvSession:
     def __init__(self, compiled: ov.CompiledModel) -> None:
         self._compiled = compiled
         self._request = compiled.create_infer_request()
+        keep_track(self)
+
+    def release_memory(self) -> None:
+        """Free the intermediate buffers the largest input so far left allocated (see memory.py)."""
+        self._compiled.release_memory()
 
     def run(self, output_names: list[str] | None, input_feed: dict[str, np.ndarray]) -> list[np.ndarray]:
         results = self._request.infer(input_feed)

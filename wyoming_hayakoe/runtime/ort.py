@@ -11,9 +11,6 @@ made (see cache.py), loading.py a voice's models.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -23,29 +20,6 @@ import onnxruntime as ort
 from ..store import BertFiles
 from .cache import WHOLE, ModelCache
 from .models import SynthesisInputs
-
-
-def _malloc_trim() -> Callable[[int], int] | None:
-    libc = ctypes.util.find_library("c")
-    try:
-        return ctypes.CDLL(libc).malloc_trim if libc else None
-    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to do
-        return None
-
-
-_MALLOC_TRIM = _malloc_trim()
-
-
-def give_back_heap() -> None:
-    """Return the C heap's free pages to the system (glibc only).
-
-    The arena's smaller regions, and the arrays a sentence passes between
-    models, come from glibc's heap: once freed, glibc keeps the pages
-    (tens of MB after a long sentence) for later use instead of returning
-    them, unless asked to.
-    """
-    if _MALLOC_TRIM is not None:
-        _MALLOC_TRIM(0)
 
 
 class ShrinkingSession:
