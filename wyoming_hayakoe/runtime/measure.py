@@ -307,14 +307,21 @@ class Measurer:
         for precision in precisions:
             label = f"{OPENVINO} {precision}"
             self.steps(f"compiling and {verb} {part.key} on {label}", new_step=False)
+            minimum = BF16_MIN_SNR_DB if precision == "bf16" else F32_MIN_SNR_DB
+
+            def may_be_kept(outputs: Outputs, seconds: float, minimum: float = minimum) -> bool:
+                """Only a candidate that agrees, and in auto beats onnxruntime, is worth its retention check."""
+                beats = self.request.backend == OPENVINO or seconds < times[ORT_F32]
+                return beats and not agreement(reference, outputs, minimum)[1]
+
             try:
                 outputs, times[label], retained = self._run_openvino(
-                    part, ir, precision, blobs.setdefault(label, set()), known.get(label)
+                    part, ir, precision, blobs.setdefault(label, set()), known.get(label), may_be_kept
                 )
             except Exception as err:  # a plugin that cannot compile or run it
                 failed[label] = f"could not run: {_first_line(err)}"
                 continue
-            snr, problem = agreement(reference, outputs, BF16_MIN_SNR_DB if precision == "bf16" else F32_MIN_SNR_DB)
+            snr, problem = agreement(reference, outputs, minimum)
             if snr is not None:
                 snrs[label] = round(snr, 1)
             if problem:
@@ -356,10 +363,17 @@ class Measurer:
         return choice, file
 
     def _run_openvino(
-        self, part: Part, ir: Path, precision: str, blobs: set[Path], known: float | None
+        self,
+        part: Part,
+        ir: Path,
+        precision: str,
+        blobs: set[Path],
+        known: float | None,
+        may_be_kept: Callable[[Outputs, float], bool],
     ) -> tuple[Outputs, float, float]:
         """`part` compiled at `precision`: its outputs, its time (unless `known`) and the MB it keeps after
-        inputs of other lengths (see `retained_mib`); the compiled-model files it added go into `blobs`."""
+        inputs of other lengths (see `retained_mib`; 0 unless `may_be_kept`, which spares the first start
+        that check for a candidate that cannot win); the compiled-model files it added go into `blobs`."""
         from .openvino import open_compiled
 
         cache = self.out / OPENVINO_CACHE
@@ -367,7 +381,8 @@ class Measurer:
         compiled = open_compiled(ir, precision, self.request.threads, cache)
         blobs.update(set(cache.glob("*")) - before)
         outputs, seconds = best_time(part.run, compiled, known)
-        return outputs, seconds, retained_mib(compiled, part.run_at)  # then dropped: one compiled model at a time
+        retained = retained_mib(compiled, part.run_at) if may_be_kept(outputs, seconds) else 0.0
+        return outputs, seconds, retained  # then dropped: one compiled model at a time
 
     def _remove_losers(self, part: Part, chosen: str, blobs: dict[str, set[Path]]) -> None:
         """Only the chosen runtime's files stay: the other runtime never loads this part."""
