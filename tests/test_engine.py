@@ -17,7 +17,15 @@ from wyoming_hayakoe.engine.engine import Engine, UnknownVoice, bounded_sentence
 from wyoming_hayakoe.engine.pauses import MIN_PAUSE_SECONDS, gap_samples, trailing_silence
 from wyoming_hayakoe.engine.settings import InvalidSettings, SynthesisSettings
 from wyoming_hayakoe.engine.speech import synthesize
-from wyoming_hayakoe.engine.voice import DECODE_MAX_FRAMES, UnknownStyle, Voice, decode_plan
+from wyoming_hayakoe.engine.voice import (
+    DECODE_CONTEXT_FRAMES,
+    DECODE_FIRST_FRAMES,
+    DECODE_MAX_FRAMES,
+    DECODE_SPEED_MARGIN,
+    UnknownStyle,
+    Voice,
+    decode_plan,
+)
 from wyoming_hayakoe.runtime.cache import ModelCache, RuntimeRequest
 from wyoming_hayakoe.runtime.loading import load_voice
 from wyoming_hayakoe.store import InvalidVoiceName, MissingModelFiles, find_voice
@@ -55,14 +63,44 @@ def test_later_sentences_are_decoded_in_few_even_slices(frames: int) -> None:
     assert max(sizes) - min(sizes) <= 1 and max(sizes) <= DECODE_MAX_FRAMES
 
 
-def test_small_slices_only_when_little_audio_is_ahead_of_the_listener(engine: Engine) -> None:
+def playback_waits(plan: list[tuple[int, int]], frames: int, factor: float) -> float:
+    """Frames of playback lost to waiting mid-sentence when decoding takes `factor` frames of time per frame
+    decoded and playback starts with the first slice."""
+    clock, heard, waited = 0.0, None, 0.0
+    for start, end in plan:
+        low, high = max(0, start - DECODE_CONTEXT_FRAMES), min(frames, end + DECODE_CONTEXT_FRAMES)
+        clock += factor * (high - low)
+        if heard is not None and clock > heard:
+            waited, heard = waited + clock - heard, clock
+        heard = (clock if heard is None else heard) + (end - start)
+    return waited
+
+
+@pytest.mark.parametrize("factor", [0.02, 0.1, 0.2, 0.35, 0.5, 0.6, 0.7])
+@pytest.mark.parametrize("frames", [30, 100, 300, 1000])
+def test_quick_start_slices_arrive_before_playback_needs_them(frames: int, factor: float) -> None:
+    """Paced by the measured speed (here up to the margin slower), the first sentence never stalls mid-word,
+    and on a fast machine its first slice stays as small as before."""
+    plan = decode_plan(frames, factor=factor)
+    assert plan[0][0] == 0 and plan[-1][1] == frames and all(a[1] == b[0] for a, b in zip(plan, plan[1:]))
+    assert playback_waits(plan, frames, factor * DECODE_SPEED_MARGIN) == 0
+    if factor <= 0.2:
+        assert plan[0][1] <= DECODE_FIRST_FRAMES[0]
+    assert playback_waits(decode_plan(frames), frames, 0.35) > 0 or frames <= 60  # the fixed sizes stalled
+
+
+def test_small_slices_only_when_little_audio_is_ahead_of_the_listener(engine: Engine, monkeypatch) -> None:
+    voice = engine.voice(VOICE)
+    monkeypatch.setattr(voice, "decode_factor", 0.2)  # a decoder five times faster than playback, held there
+    monkeypatch.setattr(voice, "_measure_decoding", lambda seconds, samples: None)
     sentence = "明日の朝七時にアラームをセットしました。"
-    hop = engine.voice(VOICE).config.hop_length
+    hop = voice.config.hop_length
     first = list(synthesize(engine, sentence, VOICE, QUIET))
     assert len(first) >= 3 and len(first[0]) <= 12 * hop
     frames = sum(len(piece) for piece in first) // hop
+    assert len(first) == len(decode_plan(frames, factor=0.2))
     later = decode_plan(frames, quick_start=False)
-    assert len(later) < len(decode_plan(frames))
+    assert len(later) < len(first)
     # After a long sentence, made faster than it plays, the next one needs no quick start...
     both = list(synthesize(engine, sentence + sentence, VOICE, QUIET))
     assert len(both) == len(first) + len(later)

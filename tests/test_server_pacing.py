@@ -95,6 +95,23 @@ async def test_slower_than_playback_waits_only_between_sentences(engine: Engine)
         assert len(audio) == len(reference) and np.abs(audio - reference).max() <= 2  # nothing lost or repeated
 
 
+@pytest.mark.parametrize("seconds_per_second", [0.35, 0.6])
+async def test_a_decoder_that_keeps_up_by_little_never_stalls_the_first_sentence(
+    engine: Engine, seconds_per_second: float
+) -> None:
+    """Faster than playback, but not by much (the full-size decoder here runs at 0.35 s per second): fixed
+    small first slices stalled mid-word, as every cut decodes its context again. Paced by the measured speed,
+    the long first sentence plays through."""
+    rate = engine.voice(VOICE).sample_rate
+    text = "明日の朝は七時にアラームをセットしましたので、忘れずに起きて、駅まで歩いて行ってくださいね。またね。"
+    async with serving(engine, lambda real: SlowDecoder(real, rate, seconds_per_second)) as port:
+        assert engine.voice(VOICE).decoder_keeps_up  # measured by the warm-up
+        result = await ha.synthesize("127.0.0.1", port, text, VOICE, timeout=300)
+    listening = heard(result)
+    assert listening.waits_mid_sentence == [], listening
+    assert len(result.chunks) >= 3  # in several pieces, not held back whole
+
+
 @pytest.mark.parametrize("seconds_per_second", [None, 0.5], ids=["tiny-decoder", "faster-than-playback"])
 async def test_first_audio_goes_out_after_the_first_slice_where_the_decoder_keeps_up(
     engine: Engine, seconds_per_second: float | None

@@ -29,7 +29,7 @@ from .engine import Engine
 from .limits import fitting_parts
 from .pauses import MIN_PAUSE_SECONDS, BoundaryPause, gap_samples, trailing_silence
 from .settings import SynthesisSettings
-from .voice import DecodeSlice
+from .voice import DECODE_SPEED_MARGIN, DecodeSlice
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -39,10 +39,6 @@ T = TypeVar("T")
 # first (see decode_plan) only if the decoder keeps up with playback and less
 # than this much of the request's audio is still ahead of the listener.
 QUICK_START_UNLESS_AHEAD_S = 1.0
-# A sentence's audio is held back until its rest is predicted to arrive in time
-# with decoding this many times slower than measured (the measure is smoothed,
-# and other work on the machine can slow the next slices down).
-HOLD_MARGIN = 1.25
 
 
 class AudioSink(Protocol):
@@ -214,7 +210,7 @@ class Speech:
         playable = self._audio_ahead() + held_samples / rate  # the listener's audio once this goes out
         decoding = 0.0
         for later in rest:
-            decoding += HOLD_MARGIN * factor * later.decoded / rate
+            decoding += DECODE_SPEED_MARGIN * factor * later.decoded / rate
             if decoding > playable:
                 return False
             playable += later.audio / rate

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -69,8 +70,12 @@ class VoiceConfig:
 DECODE_CONTEXT_FRAMES = 12
 # A small first slice gets audio out early; later slices are long so the
 # context overhead stays small (240 frames is 2.8 s of audio; longer slices raise the peak memory).
-DECODE_FIRST_FRAMES = (12, 36)
+DECODE_FIRST_FRAMES = (12, 36)  # the quick start where the decoding speed is not measured yet
 DECODE_MAX_FRAMES = 240
+# Slices are sized, and audio held (speech.py), for decoding this many times
+# slower than measured: the measure is smoothed, and other work on the
+# machine can slow the next slices down.
+DECODE_SPEED_MARGIN = 1.25
 
 
 @dataclass(frozen=True)
@@ -81,17 +86,45 @@ class DecodeSlice:
     decoded: int
 
 
-def decode_plan(frames: int, quick_start: bool = True) -> list[tuple[int, int]]:
-    """[start, end) frame ranges covering `frames`: even ones up to the max, after small ones if `quick_start`.
+def paced_sizes(factor: float) -> Iterator[int]:
+    """Quick-start slice sizes (frames) at which each slice is decoded before the audio out before it has played.
 
-    Every cut costs twice the context in repeated decoding, so only the
-    first sentence of a request, which nothing is playing before, gets the
-    small leading slices.
+    `factor`: decoding seconds per second of audio decoded. A slice of n
+    frames decodes n + 2·context (the first one n + context), so small
+    slices cost more than they play: the first is as small as it may be
+    while the sizes still grow, each next one as large as the audio ahead
+    of the listener pays for, up to DECODE_MAX_FRAMES.
+    """
+    slower = factor * DECODE_SPEED_MARGIN
+    context = DECODE_CONTEXT_FRAMES
+    if slower >= 0.9:  # too close to playback for small slices to catch up (speech.py holds the audio)
+        while True:
+            yield DECODE_MAX_FRAMES
+    # Slices of n grow the audio ahead when n·(1 - slower) > 2·context·slower; half as much again, to grow briskly.
+    size = min(DECODE_MAX_FRAMES, max(DECODE_FIRST_FRAMES[0], math.ceil(3 * context * slower / (1 - slower))))
+    out, decoding = 0.0, 0.0  # frames of audio out, and frames of playback the later slices' decoding took
+    while True:
+        yield size
+        out += size
+        size = min(DECODE_MAX_FRAMES, max(size, int((out - decoding) / slower) - 2 * context))
+        decoding += slower * (size + 2 * context)
+
+
+def decode_plan(frames: int, quick_start: bool = True, factor: float | None = None) -> list[tuple[int, int]]:
+    """[start, end) frame ranges covering `frames`: even ones up to the max, after quick-start ones if `quick_start`.
+
+    Every cut costs twice the context in repeated decoding, so only a
+    sentence the listener may run out of audio before (the first of a
+    request) gets the quick start: sizes paced by the measured decoding
+    speed `factor` (see paced_sizes), or DECODE_FIRST_FRAMES before it is known.
     """
     ranges: list[tuple[int, int]] = []
     start = 0
-    for size in DECODE_FIRST_FRAMES if quick_start else ():
-        if frames - start <= size:
+    sizes: Iterator[int] = iter(())
+    if quick_start:
+        sizes = iter(DECODE_FIRST_FRAMES) if factor is None else paced_sizes(factor)
+    for size in sizes:
+        if frames - start <= size or size >= DECODE_MAX_FRAMES:
             break
         ranges.append((start, start + size))
         start += size
@@ -317,7 +350,7 @@ class Voice:
         assert decoder is not None, "a whole synthesizer has no decoder"
         hop = self.config.hop_length
         frames = latent.shape[2]
-        plan = decode_plan(frames, quick_start)
+        plan = decode_plan(frames, quick_start, self.decode_factor)
         ranges = [_with_context(start, end, frames) for start, end in plan]
         slices = [
             DecodeSlice((end - start) * hop, (high - low) * hop) for (start, end), (low, high) in zip(plan, ranges)
