@@ -86,28 +86,71 @@ class DecodeSlice:
     decoded: int
 
 
-def paced_sizes(factor: float) -> Iterator[int]:
-    """Quick-start slice sizes (frames) at which each slice is decoded before the audio out before it has played.
-
-    `factor`: decoding seconds per second of audio decoded. A slice of n
-    frames decodes n + 2·context (the first one n + context), so small
-    slices cost more than they play: the first is as small as it may be
-    while the sizes still grow, each next one as large as the audio ahead
-    of the listener pays for, up to DECODE_MAX_FRAMES.
-    """
-    slower = factor * DECODE_SPEED_MARGIN
+def _paced_sizes(frames: int, slower: float, first: int) -> Iterator[int]:
+    """Slice sizes from a first one of `first` frames, each next as large as the audio out before it pays for
+    at `slower` (decoding seconds per second decoded), up to DECODE_MAX_FRAMES; the last takes the rest."""
     context = DECODE_CONTEXT_FRAMES
-    if slower >= 0.9:  # too close to playback for small slices to catch up (speech.py holds the audio)
-        while True:
-            yield DECODE_MAX_FRAMES
-    # Slices of n grow the audio ahead when n·(1 - slower) > 2·context·slower; half as much again, to grow briskly.
-    size = min(DECODE_MAX_FRAMES, max(DECODE_FIRST_FRAMES[0], math.ceil(3 * context * slower / (1 - slower))))
+    start, size = 0, first
     out, decoding = 0.0, 0.0  # frames of audio out, and frames of playback the later slices' decoding took
-    while True:
+    while start < frames:
+        rest = frames - start
+        if rest <= size or (start and rest <= DECODE_MAX_FRAMES and slower * (rest + context) <= out - decoding):
+            yield rest  # the last slice has context on one side only
+            return
         yield size
+        start += size
         out += size
         size = min(DECODE_MAX_FRAMES, max(size, int((out - decoding) / slower) - 2 * context))
         decoding += slower * (size + 2 * context)
+
+
+def _even(start: int, frames: int) -> list[tuple[int, int]]:
+    """[start, frames) in as few even slices of at most DECODE_MAX_FRAMES as there can be."""
+    rest = frames - start
+    if rest <= 0:
+        return []
+    pieces = -(-rest // DECODE_MAX_FRAMES)
+    bounds = [start + rest * i // pieces for i in range(pieces + 1)]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def _ranges(frames: int, sizes: Iterator[int]) -> list[tuple[int, int]]:
+    """Slices of the given sizes while they are below the max, then even ones."""
+    ranges: list[tuple[int, int]] = []
+    start = 0
+    for size in sizes:
+        if start + size < frames and size >= DECODE_MAX_FRAMES:
+            break
+        ranges.append((start, min(frames, start + size)))
+        start = ranges[-1][1]
+        if start >= frames:
+            break
+    return ranges + _even(start, frames)
+
+
+def _decoded_frames(ranges: list[tuple[int, int]], frames: int) -> int:
+    return sum(high - low for low, high in (_with_context(start, end, frames) for start, end in ranges))
+
+
+def paced_plan(frames: int, factor: float) -> list[tuple[int, int]]:
+    """The quick start paced by the measured decoding speed `factor` (decoding seconds per second decoded).
+
+    Each slice decodes its context again, so small slices cost more than
+    they play. The first is made no smaller than lets the sizes grow (the
+    audio ahead of the listener must outgrow the decoding), and of the first
+    sizes up to twice that, the one that decodes least, its own decoding
+    (the wait for first audio) counted twice: on a short sentence one cut
+    fewer saves more than a slightly later first audio costs.
+    """
+    slower = factor * DECODE_SPEED_MARGIN
+    if slower >= 0.9:  # too close to playback for small slices to catch up (speech.py holds the audio)
+        return _even(0, frames)
+    # Slices of n grow the audio ahead when n·(1 - slower) > 2·context·slower; half as much again, to grow briskly.
+    least = max(DECODE_FIRST_FRAMES[0], math.ceil(3 * DECODE_CONTEXT_FRAMES * slower / (1 - slower)))
+    if least >= DECODE_MAX_FRAMES:
+        return _even(0, frames)
+    plans = [_ranges(frames, _paced_sizes(frames, slower, first)) for first in range(least, 2 * least + 1)]
+    return min(plans, key=lambda plan: _decoded_frames(plan, frames) + _decoded_frames(plan[:1], frames))
 
 
 def decode_plan(frames: int, quick_start: bool = True, factor: float | None = None) -> list[tuple[int, int]]:
@@ -115,25 +158,14 @@ def decode_plan(frames: int, quick_start: bool = True, factor: float | None = No
 
     Every cut costs twice the context in repeated decoding, so only a
     sentence the listener may run out of audio before (the first of a
-    request) gets the quick start: sizes paced by the measured decoding
-    speed `factor` (see paced_sizes), or DECODE_FIRST_FRAMES before it is known.
+    request) gets the quick start: paced by the measured decoding speed
+    `factor` (see paced_plan), or DECODE_FIRST_FRAMES before it is known.
     """
-    ranges: list[tuple[int, int]] = []
-    start = 0
-    sizes: Iterator[int] = iter(())
-    if quick_start:
-        sizes = iter(DECODE_FIRST_FRAMES) if factor is None else paced_sizes(factor)
-    for size in sizes:
-        if frames - start <= size or size >= DECODE_MAX_FRAMES:
-            break
-        ranges.append((start, start + size))
-        start += size
-    rest = frames - start
-    if rest > 0:
-        pieces = -(-rest // DECODE_MAX_FRAMES)
-        bounds = [start + rest * i // pieces for i in range(pieces + 1)]
-        ranges += list(zip(bounds[:-1], bounds[1:]))
-    return ranges
+    if not quick_start:
+        return _even(0, frames)
+    if factor is None:
+        return _ranges(frames, iter((*DECODE_FIRST_FRAMES, DECODE_MAX_FRAMES)))
+    return paced_plan(frames, factor)
 
 
 def _with_context(start: int, end: int, frames: int) -> tuple[int, int]:
