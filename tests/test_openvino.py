@@ -18,6 +18,7 @@ import pytest
 from wyoming_hayakoe.engine.engine import Engine
 from wyoming_hayakoe.runtime import cache as cache_module
 from wyoming_hayakoe.runtime import measure, optimize
+from wyoming_hayakoe.runtime import openvino as openvino_module
 from wyoming_hayakoe.runtime.cache import MANIFEST, ModelCache, PreparationError, RuntimeRequest
 from wyoming_hayakoe.runtime.deconv import widen_conv_transposes
 from wyoming_hayakoe.runtime.measure import bf16_native, snr_db
@@ -285,6 +286,32 @@ def test_a_second_voice_of_the_same_architecture_is_checked_not_timed_again(
     assert any("measuring decoder" in line for line in steps) and any("checking decoder" in line for line in steps)
     forced = cache.prepare(other, split=True, request=RuntimeRequest(threads=1)).runtime("decoder")
     assert "earlier voice" not in forced.note  # one thread is another speed: timed anew
+
+
+def test_auto_does_not_compile_again_an_openvino_whose_memory_grew_for_this_architecture(
+    standin_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """What a runtime keeps per input length is the architecture's, not the weights': HayaKoe's five voices
+    share one, so the first start checks it once, and auto skips that candidate for the other four."""
+    checked: list[object] = []
+    monkeypatch.setattr(measure, "retained_mib", lambda session, run_at: checked.append(session) or 500.0)
+    monkeypatch.setattr(cache_module, "_run_child", run_child_in_process)
+    openvino_wins(monkeypatch)
+    cache = ModelCache(tmp_path / "cache")
+    request = RuntimeRequest(precision="f32")
+    first = cache.prepare(standin_dir / SYNTH, split=True, request=request).runtime("decoder")
+    compiled: list[object] = []
+    real = openvino_module.open_compiled
+    monkeypatch.setattr(openvino_module, "open_compiled", lambda *args: compiled.append(args) or real(*args))
+    other = standin_dir / "onnx" / "speakers" / "standin-b" / "synthesizer.onnx"
+    second = cache.prepare(other, split=True, request=request).runtime("decoder")
+    assert first.backend == second.backend == "onnxruntime" and len(checked) == 1 and not compiled
+    assert "memory would grow" in first.failed["openvino f32"]
+    assert "memory would grow" in second.failed["openvino f32"]
+    assert "earlier voice of the same architecture" in second.failed["openvino f32"]
+    forced = cache.prepare(other, split=True, request=RuntimeRequest(backend="openvino", precision="f32"))
+    assert forced.runtime("decoder").backend == "openvino" and compiled  # asked for: compiled, with the warning
+    assert len(checked) == 1  # its memory check also known
 
 
 def test_entries_of_other_requests_stay_and_older_ones_go(standin_dir: Path, tmp_path: Path) -> None:

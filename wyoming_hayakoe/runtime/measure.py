@@ -174,6 +174,11 @@ class Part:
 # a GB after 20 lengths), which `release_memory` does not give back.
 RETENTION_FRAMES = (97, 89, 83, 71)
 MAX_RETAINED_MIB = 48.0
+RETAINED = " retained MB"  # a candidate's label with this: what it kept, in KnownTimings
+
+
+def _growth(retained: float) -> str:
+    return f"keeps {retained:.0f} MB more after {len(RETENTION_FRAMES) - 1} more input lengths (its {GROWS} with every new slice length)"
 
 
 def _anonymous_mib() -> float | None:
@@ -226,9 +231,11 @@ class KnownTimings:
     """Timings measured for an earlier voice of the same architecture, kept beside the cache's entries.
 
     The first start prepares every installed voice; HayaKoe's five share
-    one decoder architecture, so timing it once is enough. Each voice still
-    has its own agreement check: that depends on its weights. The cache's
-    lock, held while the child runs, keeps the file consistent.
+    one decoder architecture, so timing it once is enough, and so is checking
+    what a runtime keeps after more input lengths (`RETAINED`): auto does not
+    even compile again a candidate whose memory grew. Each voice still has its
+    own agreement check: that depends on its weights. The cache's lock, held
+    while the child runs, keeps the file consistent.
     """
 
     def __init__(self, folder: Path) -> None:
@@ -290,6 +297,15 @@ class Measurer:
         failed: dict[str, str] = {}
         precisions, note = self._precisions()
         grows: dict[str, str] = {}  # agrees, but its memory grows with every input length
+        retention: dict[str, float] = {}  # MB kept after more input lengths, per candidate checked
+        if self.request.backend != OPENVINO:  # auto: what grew for this architecture is not compiled again
+            for precision in list(precisions):
+                label = f"{OPENVINO} {precision}"
+                if known.get(label + RETAINED, 0.0) > MAX_RETAINED_MIB:
+                    precisions.remove(precision)
+                    grows[label] = _growth(known[label + RETAINED]) + " on an earlier voice of the same architecture"
+                    if label in known:
+                        times[label] = known[label]
         blobs: dict[str, set[Path]] = {}
         ir = self.out / f"{part.key}.xml"
         if precisions:
@@ -316,7 +332,7 @@ class Measurer:
 
             try:
                 outputs, times[label], retained = self._run_openvino(
-                    part, ir, precision, blobs.setdefault(label, set()), known.get(label), may_be_kept
+                    part, ir, precision, blobs.setdefault(label, set()), known, may_be_kept
                 )
             except Exception as err:  # a plugin that cannot compile or run it
                 failed[label] = f"could not run: {_first_line(err)}"
@@ -324,14 +340,13 @@ class Measurer:
             snr, problem = agreement(reference, outputs, minimum)
             if snr is not None:
                 snrs[label] = round(snr, 1)
+            if retained is not None:
+                retention[label + RETAINED] = retained
             if problem:
                 failed[label] = problem
-            elif retained > MAX_RETAINED_MIB:
-                grows[label] = (
-                    f"keeps {retained:.0f} MB more after {len(RETENTION_FRAMES) - 1} more input lengths "
-                    f"(its {GROWS} with every new slice length)"
-                )
-        self.timings.put(key, {**known, **times})
+            elif retained is not None and retained > MAX_RETAINED_MIB:
+                grows[label] = _growth(retained)
+        self.timings.put(key, {**known, **times, **retention})
         if known and all(label in known for label in times):
             note = "; ".join(filter(None, [note, "timings from an earlier voice of the same architecture"]))
         allowed = [label for label in times if label not in failed]
@@ -368,20 +383,26 @@ class Measurer:
         ir: Path,
         precision: str,
         blobs: set[Path],
-        known: float | None,
+        known: dict[str, float],
         may_be_kept: Callable[[Outputs, float], bool],
-    ) -> tuple[Outputs, float, float]:
-        """`part` compiled at `precision`: its outputs, its time (unless `known`) and the MB it keeps after
-        inputs of other lengths (see `retained_mib`; 0 unless `may_be_kept`, which spares the first start
-        that check for a candidate that cannot win); the compiled-model files it added go into `blobs`."""
+    ) -> tuple[Outputs, float, float | None]:
+        """`part` compiled at `precision`: its outputs, its time and the MB it keeps after inputs of other
+        lengths (see `retained_mib`; None unless `may_be_kept`, which spares the first start that check for
+        a candidate that cannot win), each as `known` for its architecture if it is; the compiled-model
+        files it added go into `blobs`."""
         from .openvino import open_compiled
 
         cache = self.out / OPENVINO_CACHE
         before = set(cache.glob("*"))
         compiled = open_compiled(ir, precision, self.request.threads, cache)
         blobs.update(set(cache.glob("*")) - before)
-        outputs, seconds = best_time(part.run, compiled, known)
-        retained = retained_mib(compiled, part.run_at) if may_be_kept(outputs, seconds) else 0.0
+        label = f"{OPENVINO} {precision}"
+        outputs, seconds = best_time(part.run, compiled, known.get(label))
+        retained = None
+        if may_be_kept(outputs, seconds):
+            retained = known.get(label + RETAINED)
+            if retained is None:
+                retained = retained_mib(compiled, part.run_at)
         return outputs, seconds, retained  # then dropped: one compiled model at a time
 
     def _remove_losers(self, part: Part, chosen: str, blobs: dict[str, set[Path]]) -> None:
