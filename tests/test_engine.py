@@ -63,16 +63,18 @@ def test_later_sentences_are_decoded_in_few_even_slices(frames: int) -> None:
     assert max(sizes) - min(sizes) <= 1 and max(sizes) <= DECODE_MAX_FRAMES
 
 
-def playback_waits(plan: list[tuple[int, int]], frames: int, factor: float) -> float:
+def playback_waits(plan: list[tuple[int, int]], frames: int, factor: float, ahead: float = 0.0) -> float:
     """Frames of playback lost to waiting mid-sentence when decoding takes `factor` frames of time per frame
-    decoded and playback starts with the first slice."""
+    decoded, and playback, with `ahead` frames still to play from before, goes on with the first slice."""
     clock, heard, waited = 0.0, None, 0.0
     for start, end in plan:
         low, high = max(0, start - DECODE_CONTEXT_FRAMES), min(frames, end + DECODE_CONTEXT_FRAMES)
         clock += factor * (high - low)
-        if heard is not None and clock > heard:
+        if heard is None:  # a wait before the first slice falls in the pause before the sentence
+            heard = max(clock, ahead)
+        elif clock > heard:
             waited, heard = waited + clock - heard, clock
-        heard = (clock if heard is None else heard) + (end - start)
+        heard += end - start
     return waited
 
 
@@ -88,6 +90,20 @@ def test_quick_start_slices_arrive_before_playback_needs_them(frames: int, facto
         assert plan[0][1] <= 2 * DECODE_FIRST_FRAMES[0]
     assert playback_waits(decode_plan(frames), frames, 0.35) > 0 or frames <= 60  # the fixed sizes stalled
     assert decoded_frames(plan, frames) <= 1.1 * decoded_frames(decode_plan(frames), frames)  # at little cost
+
+
+@pytest.mark.parametrize("ahead", [20.0, 60.0, 120.0])
+@pytest.mark.parametrize("factor", [0.2, 0.37, 0.5])
+@pytest.mark.parametrize("frames", [104, 300, 1000])
+def test_audio_the_listener_still_has_buys_fewer_cuts(frames: int, factor: float, ahead: float) -> None:
+    """A later sentence's quick start counts what is left to play from the sentence before."""
+    plan = decode_plan(frames, factor=factor, ahead=ahead)
+    assert plan[0][0] == 0 and plan[-1][1] == frames and all(a[1] == b[0] for a, b in zip(plan, plan[1:]))
+    assert playback_waits(plan, frames, factor * DECODE_SPEED_MARGIN, ahead) == 0
+    alone = decode_plan(frames, factor=factor)
+    assert decoded_frames(plan, frames) <= decoded_frames(alone, frames)
+    if ahead >= 60:
+        assert len(plan) < len(alone)
 
 
 def decoded_frames(plan: list[tuple[int, int]], frames: int) -> int:
@@ -109,11 +125,13 @@ def test_small_slices_only_when_little_audio_is_ahead_of_the_listener(engine: En
     # After a long sentence, made faster than it plays, the next one needs no quick start...
     both = list(synthesize(engine, sentence + sentence, VOICE, QUIET))
     assert len(both) == len(first) + len(later)
-    # ...after a short one (well under a second of audio) it does.
+    # ...after a short one (well under a second of audio) it does, in fewer slices than alone: the listener
+    # is still playing the short one.
     after_short = list(synthesize(engine, "はい。" + sentence, VOICE, QUIET))
     short = list(synthesize(engine, "はい。", VOICE, QUIET))
     assert sum(len(p) for p in short) < 0.8 * engine.voice(VOICE).sample_rate
-    assert len(after_short) == len(short) + len(first)
+    assert len(after_short) < len(short) + len(first)
+    assert len(after_short[len(short)]) < (later[0][1] - later[0][0]) * hop  # a small first slice all the same
 
 
 def test_a_decoder_slower_than_playback_starts_quickly_only_once(engine: Engine, monkeypatch) -> None:

@@ -186,6 +186,7 @@ class Speech:
         held: list[np.ndarray] = []  # decoded, not yet out; the silence before the part comes first
         out = False
         audio = self.engine.render_sentence(self.voice, sentence, self.settings, self._quick_start(), phonemes)
+        audio.heard_by = self._heard_by  # what the listener still has to play paces the quick start
         for piece in audio:
             if not pieces and self._previous_audio is not None:
                 held.append(np.zeros(self._silence_before(sentence, pause), dtype=np.float32))

@@ -87,12 +87,15 @@ class DecodeSlice:
     decoded: int
 
 
-def _paced_sizes(frames: int, slower: float, first: int) -> Iterator[int]:
+def _paced_sizes(frames: int, slower: float, first: int, ahead: float) -> Iterator[int]:
     """Slice sizes from a first one of `first` frames, each next as large as the audio out before it pays for
-    at `slower` (decoding seconds per second decoded), up to DECODE_MAX_FRAMES; the last takes the rest."""
+    at `slower` (decoding seconds per second decoded), up to DECODE_MAX_FRAMES; the last takes the rest.
+    `ahead`: frames the listener still has to play from before this sentence."""
     context = DECODE_CONTEXT_FRAMES
     start, size = 0, first
-    out, decoding = 0.0, 0.0  # frames of audio out, and frames of playback the later slices' decoding took
+    # Frames of audio out (what is left of `ahead` once the first slice arrives, then the slices), and frames
+    # of playback the later slices' decoding took.
+    out, decoding = max(0.0, ahead - slower * (min(first, frames) + context)), 0.0
     while start < frames:
         rest = frames - start
         if rest <= size or (start and rest <= DECODE_MAX_FRAMES and slower * (rest + context) <= out - decoding):
@@ -133,15 +136,17 @@ def _decoded_frames(ranges: list[tuple[int, int]], frames: int) -> int:
     return sum(high - low for low, high in (_with_context(start, end, frames) for start, end in ranges))
 
 
-def paced_plan(frames: int, factor: float) -> list[tuple[int, int]]:
+def paced_plan(frames: int, factor: float, ahead: float = 0.0) -> list[tuple[int, int]]:
     """The quick start paced by the measured decoding speed `factor` (decoding seconds per second decoded).
 
     Each slice decodes its context again, so small slices cost more than
     they play. The first is made no smaller than lets the sizes grow (the
     audio ahead of the listener must outgrow the decoding), and of the first
-    sizes up to twice that, the one that decodes least, its own decoding
-    (the wait for the first audio, which the listener hears) weighing five
-    times: a larger first slice is taken only where it saves several cuts.
+    sizes up to twice that, or up to the largest that arrives before the
+    listener's `ahead` frames from earlier sentences are played, the one
+    that decodes least, the decoding the listener waits for (the first
+    slice's, less what `ahead` covers) weighing five times: a larger first
+    slice is taken only where it saves several cuts or the listener is busy.
     """
     slower = factor * DECODE_SPEED_MARGIN
     if slower >= 0.9:  # too close to playback for small slices to catch up (speech.py holds the audio)
@@ -150,23 +155,33 @@ def paced_plan(frames: int, factor: float) -> list[tuple[int, int]]:
     least = max(DECODE_FIRST_FRAMES[0], math.ceil(2.2 * DECODE_CONTEXT_FRAMES * slower / (1 - slower)))
     if least >= DECODE_MAX_FRAMES:
         return _even(0, frames)
-    plans = [_ranges(frames, _paced_sizes(frames, slower, first)) for first in range(least, 2 * least + 1)]
-    return min(plans, key=lambda plan: _decoded_frames(plan, frames) + 4 * _decoded_frames(plan[:1], frames))
+    in_time = min(frames, DECODE_MAX_FRAMES, int(ahead / slower) - DECODE_CONTEXT_FRAMES)
+    firsts = range(least, max(2 * least, in_time) + 1)
+    plans = [_ranges(frames, _paced_sizes(frames, slower, first, ahead)) for first in firsts]
+
+    def cost(plan: list[tuple[int, int]]) -> float:
+        waited = max(0.0, _decoded_frames(plan[:1], frames) - ahead / slower)
+        return _decoded_frames(plan, frames) + 4 * waited
+
+    return min(plans, key=cost)
 
 
-def decode_plan(frames: int, quick_start: bool = True, factor: float | None = None) -> list[tuple[int, int]]:
+def decode_plan(
+    frames: int, quick_start: bool = True, factor: float | None = None, ahead: float = 0.0
+) -> list[tuple[int, int]]:
     """[start, end) frame ranges covering `frames`: even ones up to the max, after quick-start ones if `quick_start`.
 
     Every cut costs twice the context in repeated decoding, so only a
     sentence the listener may run out of audio before (the first of a
     request) gets the quick start: paced by the measured decoding speed
-    `factor` (see paced_plan), or DECODE_FIRST_FRAMES before it is known.
+    `factor` and the `ahead` frames the listener still has (see
+    paced_plan), or DECODE_FIRST_FRAMES before the speed is known.
     """
     if not quick_start:
         return _even(0, frames)
     if factor is None:
         return _ranges(frames, iter((*DECODE_FIRST_FRAMES, DECODE_MAX_FRAMES)))
-    return paced_plan(frames, factor)
+    return paced_plan(frames, factor, ahead)
 
 
 def _with_context(start: int, end: int, frames: int) -> tuple[int, int]:
@@ -180,10 +195,14 @@ class SentenceAudio(Iterator[np.ndarray]):
     `rest` lets a caller judge, from the voice's measured decoding speed,
     whether the rest will arrive before playback gets there (see
     speech.Speech). It is empty before the first piece and after the last.
+    `heard_by`, set by the caller before the first piece, is when
+    (time.monotonic) a listener will have played the audio sent before this
+    sentence; the quick start counts what is left of it (see decode_plan).
     """
 
     def __init__(self, make: Callable[[SentenceAudio], Iterator[np.ndarray]]) -> None:
         self.rest: tuple[DecodeSlice, ...] = ()
+        self.heard_by: float | None = None
         self._pieces = make(self)
 
     def __next__(self) -> np.ndarray:
@@ -383,7 +402,10 @@ class Voice:
         assert decoder is not None, "a whole synthesizer has no decoder"
         hop = self.config.hop_length
         frames = latent.shape[2]
-        plan = decode_plan(frames, quick_start, self.decode_factor)
+        ahead = 0.0
+        if progress is not None and progress.heard_by is not None:
+            ahead = max(0.0, progress.heard_by - time.monotonic()) * self.sample_rate / hop
+        plan = decode_plan(frames, quick_start, self.decode_factor, ahead)
         ranges = [_with_context(start, end, frames) for start, end in plan]
         slices = [
             DecodeSlice((end - start) * hop, (high - low) * hop) for (start, end), (low, high) in zip(plan, ranges)
