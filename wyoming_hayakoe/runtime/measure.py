@@ -323,21 +323,13 @@ class Measurer:
         for precision in precisions:
             label = f"{OPENVINO} {precision}"
             self.steps(f"compiling and {verb} {part.key} on {label}", new_step=False)
-            minimum = BF16_MIN_SNR_DB if precision == "bf16" else F32_MIN_SNR_DB
-
-            def may_be_kept(outputs: Outputs, seconds: float, minimum: float = minimum) -> bool:
-                """Only a candidate that agrees, and in auto beats onnxruntime, is worth its retention check."""
-                beats = self.request.backend == OPENVINO or seconds < times[ORT_F32]
-                return beats and not agreement(reference, outputs, minimum)[1]
-
             try:
-                outputs, times[label], retained = self._run_openvino(
-                    part, ir, precision, blobs.setdefault(label, set()), known, may_be_kept
+                times[label], snr, problem, retained = self._run_openvino(
+                    part, ir, precision, blobs.setdefault(label, set()), known, reference, times[ORT_F32]
                 )
             except Exception as err:  # a plugin that cannot compile or run it
                 failed[label] = f"could not run: {_first_line(err)}"
                 continue
-            snr, problem = agreement(reference, outputs, minimum)
             if snr is not None:
                 snrs[label] = round(snr, 1)
             if retained is not None:
@@ -384,12 +376,14 @@ class Measurer:
         precision: str,
         blobs: set[Path],
         known: dict[str, float],
-        may_be_kept: Callable[[Outputs, float], bool],
-    ) -> tuple[Outputs, float, float | None]:
-        """`part` compiled at `precision`: its outputs, its time and the MB it keeps after inputs of other
-        lengths (see `retained_mib`; None unless `may_be_kept`, which spares the first start that check for
-        a candidate that cannot win), each as `known` for its architecture if it is; the compiled-model
-        files it added go into `blobs`."""
+        reference: Outputs,
+        ort_seconds: float,
+    ) -> tuple[float, float | None, str, float | None]:
+        """`part` compiled at `precision`: its time, its agreement with onnxruntime's `reference` (the SNR,
+        and why it fails or ""), and the MB it keeps after inputs of other lengths (see `retained_mib`),
+        each as `known` for its architecture if it is. The memory check (None otherwise) is only for a
+        candidate that agrees and, in auto, beats onnxruntime's `ort_seconds`: the first start is spared
+        it for one that cannot win. The compiled-model files it added go into `blobs`."""
         from .openvino import open_compiled
 
         cache = self.out / OPENVINO_CACHE
@@ -398,12 +392,13 @@ class Measurer:
         blobs.update(set(cache.glob("*")) - before)
         label = f"{OPENVINO} {precision}"
         outputs, seconds = best_time(part.run, compiled, known.get(label))
+        snr, problem = agreement(reference, outputs, BF16_MIN_SNR_DB if precision == "bf16" else F32_MIN_SNR_DB)
         retained = None
-        if may_be_kept(outputs, seconds):
+        if not problem and (self.request.backend == OPENVINO or seconds < ort_seconds):
             retained = known.get(label + RETAINED)
             if retained is None:
                 retained = retained_mib(compiled, part.run_at)
-        return outputs, seconds, retained  # then dropped: one compiled model at a time
+        return seconds, snr, problem, retained  # then dropped: one compiled model at a time
 
     def _remove_losers(self, part: Part, chosen: str, blobs: dict[str, set[Path]]) -> None:
         """Only the chosen runtime's files stay: the other runtime never loads this part."""
