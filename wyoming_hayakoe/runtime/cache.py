@@ -61,6 +61,8 @@ _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds wyo
 WHOLE = "model"
 FRONT = "front"
 DECODER = "decoder"
+DECODER_STEP = "decoder_step"  # the decoder as a step model (stream.py), where it can be rewritten
+DECODER_STEP_PLAIN = "decoder_step.plain.onnx"  # its graph before ONNX Runtime's optimization (for other runtimes)
 DURATION_PREDICTOR = "duration_predictor"  # an optional part, cut out of an AIVMX synthesizer
 ONNXRUNTIME = "onnxruntime"
 OPENVINO = "openvino"
@@ -134,6 +136,34 @@ class RuntimeChoice:
 
 
 @dataclass(frozen=True)
+class StreamSpec:
+    """How to run a decoder's step model (stream.py): a fixed chunk of `chunk_frames` frames of the latent
+    per run, with the sentence's start frame and total frames, and each state fed back as it came out.
+
+    The audio out of the runs, joined, is the whole-sentence decode delayed by `delay` samples.
+    """
+
+    chunk_frames: int
+    hop: int  # audio samples per frame
+    delay: int  # samples out before the sentence's first
+    latent: str  # the inputs: the latent chunk [1, C, chunk_frames] and the speaker embedding [1, G, 1]...
+    speaker: str
+    start: str  # ...the chunk's first frame and the sentence's frames (int64 [1])...
+    frames: str
+    states: tuple[tuple[str, str, tuple[int, ...]], ...]  # ...and each state: (input, output, float32 shape)
+    audio: str = "audio"  # the output: [1, 1, chunk_frames * hop]
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> StreamSpec:
+        states = tuple((str(i), str(o), tuple(int(d) for d in shape)) for i, o, shape in raw.pop("states"))
+        return cls(**raw, states=states)
+
+    def runs(self, frames: int) -> int:
+        """The runs a sentence of `frames` takes: its frames, then zero chunks until its last sample is out."""
+        return -(-(frames * self.hop + self.delay) // (self.chunk_frames * self.hop))
+
+
+@dataclass(frozen=True)
 class PreparedModel:
     """An optimized model on disk: one graph, or a synthesizer's front and decoder."""
 
@@ -144,6 +174,8 @@ class PreparedModel:
     extras: dict[str, Path] = field(default_factory=dict)  # other files by name (an AIVMX's config, ...)
     no_duration_predictor_reason: str = ""  # why an AIVMX gave no duration predictor
     runtimes: dict[str, RuntimeChoice] = field(default_factory=dict)  # per part; absent: ONNX Runtime f32
+    stream: StreamSpec | None = None  # how to run the DECODER_STEP part, when there is one
+    no_stream_reason: str = ""  # why a split decoder could not be rewritten into one
 
     def runtime(self, part: str) -> RuntimeChoice:
         return self.runtimes.get(part, RuntimeChoice())
@@ -171,7 +203,8 @@ def cpu_signature() -> str:
 def _code_signature() -> str:
     """The cache, the optimizer and the splitter: a change in how models are prepared invalidates the cache."""
     digest = hashlib.sha256()
-    for module in ("cache.py", "optimize.py", "split.py", "aivmx.py", "measure.py", "deconv.py", "openvino.py"):
+    modules = ("cache.py", "optimize.py", "split.py", "stream.py", "aivmx.py", "measure.py", "deconv.py", "openvino.py")
+    for module in modules:
         digest.update((Path(__file__).with_name(module)).read_bytes())
     return digest.hexdigest()
 
@@ -402,6 +435,9 @@ def _read_manifest(entry: Path, split: bool) -> PreparedModel | None:
     expected = {FRONT, DECODER} if split and not manifest.get("unsplit_reason") else {WHOLE}
     # Only plain file names inside the entry: the manifest never leads elsewhere.
     names = set(parts.values()) | set(sizes) | set(extras.values())
+    stream = manifest.get("stream")
+    if stream is not None:
+        expected.add(DECODER_STEP)
     if set(parts) - {DURATION_PREDICTOR} != expected or not (set(parts.values()) | set(extras.values())) <= set(sizes):
         return None
     if not all(isinstance(f, str) and f == Path(f).name and f not in ("", ".", "..") for f in names):
@@ -417,6 +453,10 @@ def _read_manifest(entry: Path, split: bool) -> PreparedModel | None:
         return None
     if not set(runtimes) <= set(parts):
         return None
+    try:
+        spec = StreamSpec.from_json(dict(stream)) if stream is not None else None
+    except (TypeError, ValueError, AttributeError):
+        return None
     return PreparedModel(
         {name: entry / file for name, file in parts.items()},
         manifest.get("latent", ""),
@@ -425,4 +465,6 @@ def _read_manifest(entry: Path, split: bool) -> PreparedModel | None:
         {name: entry / file for name, file in extras.items()},
         manifest.get("no_duration_predictor_reason", ""),
         runtimes,
+        spec,
+        manifest.get("no_stream_reason", ""),
     )
