@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ..store import VoiceFiles
 from .cache import (
     DECODER,
+    DECODER_STEP,
     DURATION_PREDICTOR,
     FRONT,
     NO_OPENVINO,
@@ -25,7 +26,15 @@ from .cache import (
     RuntimeRequest,
 )
 from .models import VoiceModels
-from .ort import OrtDecoder, OrtDurationPredictor, OrtFront, OrtWholeSynthesizer, Session, open_session
+from .ort import (
+    OrtDecoder,
+    OrtDurationPredictor,
+    OrtFront,
+    OrtStreamingDecoder,
+    OrtWholeSynthesizer,
+    Session,
+    open_session,
+)
 
 _LOGGER = logging.getLogger(__name__)
 _told_no_openvino = False
@@ -34,11 +43,13 @@ _told_no_openvino = False
 @dataclass(frozen=True)
 class LoadedVoice:
     """A voice's models, why its synthesizer could not be split ("" if it was or was not asked to be),
-    and each measured part's runtime with the measurements it was chosen by (key: decoder)."""
+    each measured part's runtime with the measurements it was chosen by (key: decoder), and why its
+    decoder cannot stream (decodes in slices; "" if it streams or is not split)."""
 
     models: VoiceModels
     unsplit_reason: str
     runtimes: dict[str, RuntimeChoice]
+    no_stream_reason: str = ""
 
 
 def _open(prepared: PreparedModel, part: str, threads: int | None) -> Session:
@@ -67,7 +78,14 @@ def load_voice(files: VoiceFiles, cache: ModelCache, request: RuntimeRequest, ch
     if dp_model is None and files.duration_predictor:
         dp_model = cache.prepare(files.duration_predictor).parts[WHOLE]
     duration_predictor = OrtDurationPredictor(open_session(dp_model, threads)) if dp_model else None
-    if synthesizer.split:
+    if synthesizer.split and synthesizer.stream is not None:  # only the step model is opened
+        models = VoiceModels(
+            front=OrtFront(_open(synthesizer, FRONT, threads), synthesizer.latent, synthesizer.speaker),
+            streaming_decoder=OrtStreamingDecoder(_open(synthesizer, DECODER_STEP, threads), synthesizer.stream),
+            duration_predictor=duration_predictor,
+        )
+        runtimes = {DECODER: synthesizer.runtime(DECODER_STEP)}  # keyed by role: what runs the voice's decoder
+    elif synthesizer.split:
         names = (synthesizer.latent, synthesizer.speaker)
         models = VoiceModels(
             front=OrtFront(_open(synthesizer, FRONT, threads), *names),
@@ -82,4 +100,4 @@ def load_voice(files: VoiceFiles, cache: ModelCache, request: RuntimeRequest, ch
         )
         runtimes = {}
     _tell_once_if_no_openvino(runtimes)
-    return LoadedVoice(models, synthesizer.unsplit_reason, runtimes)
+    return LoadedVoice(models, synthesizer.unsplit_reason, runtimes, synthesizer.no_stream_reason)

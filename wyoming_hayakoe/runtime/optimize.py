@@ -29,6 +29,8 @@ from ..store import AIVMX_SUFFIX, VOICE_CONFIG_FILE, InvalidAivmx
 from .cache import (
     BACKENDS,
     DECODER,
+    DECODER_STEP,
+    DECODER_STEP_PLAIN,
     DURATION_PREDICTOR,
     FRONT,
     MANIFEST,
@@ -40,6 +42,33 @@ from .cache import (
     sync_to_disk,
 )
 from .measure import Measurer, Steps, measure_decoder
+from .split import SplitSynthesizer
+
+# The step model is kept only if it decodes a latent as a whole decode does, to this
+# SNR over the whole and over its last frames: exactness is the rewrite's promise,
+# so a graph it misreads falls back to slices instead of sounding wrong.
+STREAM_MIN_SNR_DB = 100.0
+
+
+def _stream_into(halves: SplitSynthesizer, out: Path, manifest: dict[str, Any]) -> None:
+    """The decoder's step model (stream.py), checked against a whole decode, into the entry; or why not."""
+    from .stream import Unstreamable, exactness, to_step_model
+
+    try:
+        step = to_step_model(halves.decoder, halves.latent, halves.speaker)
+        whole, tail = exactness(halves.decoder, step)
+        if min(whole, tail) < STREAM_MIN_SNR_DB:
+            raise Unstreamable(f"its audio is {whole:.0f} dB (last frames {tail:.0f} dB) from a whole decode's")
+    except Unstreamable as err:
+        manifest["no_stream_reason"] = str(err)
+        return
+    except Exception as err:  # a graph the rewrite misread so that no runtime takes it
+        manifest["no_stream_reason"] = f"the rewritten decoder does not run: {str(err).strip()[:300]}"
+        return
+    _optimize(step.graph, out / f"{DECODER_STEP}.onnx")
+    (out / DECODER_STEP_PLAIN).write_bytes(step.graph)
+    manifest["parts"][DECODER_STEP] = f"{DECODER_STEP}.onnx"
+    manifest["stream"] = asdict(step.spec)
 
 
 def _optimize(model: Path | bytes, out: Path) -> None:
@@ -89,7 +118,7 @@ def _prepare_into(source: Path, out: Path, split: bool, request: RuntimeRequest 
     # Forced onto ONNX Runtime, there is nothing to choose between.
     measuring = request if request is not None and request.backend != ONNXRUNTIME else None
     aivmx = source.suffix.lower() == AIVMX_SUFFIX
-    steps = Steps(((4 if measuring else 3) if split else 1) + aivmx)
+    steps = Steps(((5 if measuring else 4) if split else 1) + aivmx)
     model: Any = source  # a path, or a converted model (onnx.ModelProto)
     config = _config_beside(source) if split else {}
     if aivmx:
@@ -116,6 +145,8 @@ def _prepare_into(source: Path, out: Path, split: bool, request: RuntimeRequest 
         steps("optimizing the decoder")
         _optimize(halves.decoder, out / f"{DECODER}.onnx")
         parts.update({FRONT: f"{FRONT}.onnx", DECODER: f"{DECODER}.onnx"})
+        steps("rewriting the decoder to stream")
+        _stream_into(halves, out, manifest)
         if measuring is not None:
             runtimes[DECODER], parts[DECODER] = measure_decoder(Measurer(measuring, out, steps), out, halves)
         manifest.update(latent=halves.latent, speaker=halves.speaker)
