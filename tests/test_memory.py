@@ -176,3 +176,31 @@ def test_the_worst_sentence_stays_within_a_bound(standin_dir: Path) -> None:
     """
     rss = _speak_measured(standin_dir, WORST_CHARACTER * 40, "--length-scale", str(LONGEST_SCALE))
     assert rss["peak"] - rss["idle"] < 300, rss
+
+
+# Sentence lengths from a word to a long sentence, each one new, in a fixed shuffled order: a runtime that
+# keeps buffers per input shape would grow with each (the streaming decoder's runs all have one shape).
+VARIED_SENTENCE_CHARS = tuple(np.random.default_rng(0).permutation(np.arange(4, 4 + 45 * 3, 3)).tolist())
+GROWTH_AFTER_TENTH_MIB = 30
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime"])
+def test_memory_stays_flat_over_sentences_of_many_lengths(standin_dir: Path, backend: str) -> None:
+    """45 sentences of 45 lengths, one request each: from the tenth to the last, what the server keeps
+    (anonymous memory, read after a short request so that a long one's passing peak is not counted)
+    grows by no more than GROWTH_AFTER_TENTH_MIB."""
+    args = ("--voice", VOICE, "--load-voice", VOICE, "--backend", backend, *ha.SHARED_ARGS)
+    with ha.ServerProcess(standin_dir, *args).start() as server:
+
+        def speak(text: str) -> None:
+            result = asyncio.run(ha.synthesize(server.host, server.port, text))
+            assert result.error is None and result.seconds > 0
+
+        kept: list[float] = []
+        for index, chars in enumerate(VARIED_SENTENCE_CHARS, 1):
+            speak(real_text(chars, sentences=False))
+            if index in (10, len(VARIED_SENTENCE_CHARS)):
+                speak("はい。")
+                kept.append(_status_mib(server.proc.pid, "RssAnon"))
+    assert len(set(VARIED_SENTENCE_CHARS)) == 45
+    assert kept[1] - kept[0] <= GROWTH_AFTER_TENTH_MIB, kept
