@@ -113,8 +113,7 @@ class _Rewrite:
         self.nodes: list[onnx.NodeProto] = []
         self.constants: list[onnx.TensorProto] = []
         self.states: list[tuple[str, str, tuple[int, ...]]] = []
-        self._masks: dict[tuple[int, int], str] = {}
-        self._positions: dict[int, tuple[str, str]] = {}
+        self._masks: dict[tuple[int, int], str] = {}  # (rate, delay): the mask's name
         self._delayed: dict[tuple[str, int], str] = {}
         self._names = 0
 
@@ -166,23 +165,30 @@ class _Rewrite:
         return self.chunk * rate
 
     def _mask(self, timed: _Timed) -> str:
-        """float [chunk·rate]: 1 where this run's stream positions, less the delay, lie in the sentence."""
-        key = (timed.rate, timed.delay)
-        if key not in self._masks:
-            if timed.rate not in self._positions:
-                first = self._node("Mul", [START, self._int(timed.rate)], "first_position")
-                steps = self._constant(np.arange(self._chunk_length(timed.rate), dtype=np.int64), "steps")
-                positions = self._node("Add", [first, steps], "positions")
-                length = self._node("Mul", [FRAMES, self._int(timed.rate)], "length")
-                self._positions[timed.rate] = (positions, length)
-            positions, length = self._positions[timed.rate]
-            before = self._node("Less", [positions, self._int(timed.delay)], "before")
-            end = self._node("Add", [length, self._int(timed.delay)], "end")
+        """float [chunk·rate]: 1 where this run's stream positions, less the delay, lie in the sentence
+        (made by `_mask_nodes` once the delays are known)."""
+        return self._masks.setdefault((timed.rate, timed.delay), self._name("mask"))
+
+    def _mask_nodes(self) -> list[onnx.NodeProto]:
+        """The masks: per rate, whether each position of a window reaching back the largest delay lies in
+        the sentence, and each mask the slice of it its delay falls on. They read only the inputs."""
+        walk, self.nodes = self.nodes, []
+        for rate in sorted({rate for rate, _ in self._masks}):
+            delays = {delay: mask for (r, delay), mask in self._masks.items() if r == rate}
+            reach, length = max(delays), self._chunk_length(rate)
+            first = self._node("Sub", [self._node("Mul", [START, self._int(rate)], "first"), self._int(reach)], "reach")
+            steps = self._constant(np.arange(length + reach, dtype=np.int64), "steps")
+            positions = self._node("Add", [first, steps], "positions")
+            before = self._node("Less", [positions, self._int(0)], "before")
+            end = self._node("Mul", [FRAMES, self._int(rate)], "end")
             inside = self._node(
                 "And", [self._node("Not", [before], "not_before"), self._node("Less", [positions, end], "until")], "in"
             )
-            self._masks[key] = self._node("Cast", [inside], "mask", to=TensorProto.FLOAT)
-        return self._masks[key]
+            window = self._node("Cast", [inside], "window", to=TensorProto.FLOAT)
+            for delay, mask in delays.items():
+                self._slice(window, reach - delay, reach - delay + length, mask)
+        masks, self.nodes = self.nodes, walk
+        return masks
 
     def _masked(self, tensor: str) -> str:
         return self._node("Mul", [tensor, self._mask(self.timed[tensor])], "masked")
@@ -327,7 +333,7 @@ class _Rewrite:
             *(helper.make_tensor_value_info(o, TensorProto.FLOAT, list(shape)) for _, o, shape in self.states),
         ]
         graph = helper.make_graph(
-            self.nodes,
+            [*self._mask_nodes(), *self.nodes],
             "decoder_step",
             inputs,
             outputs,
