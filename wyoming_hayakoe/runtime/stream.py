@@ -49,7 +49,7 @@ from .ort import OrtDecoder, decode_streaming
 # Frames of the latent per run. The first run's audio is what it decodes less
 # the delay (some 13 frames on HayaKoe's decoder), and every sentence ends
 # with a run that is partly padding (half a chunk, on average, past the
-# delay); per-run overhead (a few hundred small operations) wants it long.
+# delay); per-run overhead (several hundred small operations) wants it long.
 # 32 frames (0.37 s at 44.1 kHz) gives a first piece of some 19 frames, and
 # a decoder at under 0.6 s per second of audio keeps ahead of playback from it.
 CHUNK_FRAMES = 32
