@@ -14,7 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from wyoming_hayakoe.text.hayakoe.g2p import analyze
 from wyoming_hayakoe.text.hayakoe.normalize import normalize_text
+from wyoming_hayakoe.text.hayakoe.phrases import accent_phrases
+from wyoming_hayakoe.text.hayakoe.sentences import split_sentences
 from wyoming_hayakoe.text.rewrite import HomeAssistantReader, katakana_reading, needs_rewrite, safe_to_split
 from wyoming_hayakoe.text.rewrite.numbers import spell_integer, spell_number
 from wyoming_hayakoe.text.rewrite.quantities import UNITS
@@ -460,7 +463,7 @@ def test_misread_words_are_only_rewritten_where_openjtalk_is_wrong(reader: HomeA
         assert reader.rewrite(text) == text
         assert not needs_rewrite(text)
     assert needs_rewrite("明日は晴れのち曇り")
-    assert needs_rewrite("温度センサーの値")
+    assert needs_rewrite("このカメラは値が張る")
 
 
 def test_misread_words_line_up_with_symbols_kept_words_and_line_breaks():
@@ -604,3 +607,136 @@ def test_katakana_reading_shows_pauses_and_sentence_ends(reader: HomeAssistantRe
         == "キョーワハレ、キオンワニジューゴドデス。アシタワ？"
     )
     assert katakana_reading("牛乳\n卵", reader) == "ギューニュー。タマゴ"
+
+
+# --------------------------------------------------------------------------
+# Classes of misreading (the G2P, text/corrections.py and the rewrite)
+# --------------------------------------------------------------------------
+
+
+def phrases_of(text: str, reader: HomeAssistantReader) -> list[tuple[str, int]]:
+    """(katakana, accent) of each accent phrase, as the page shows them (engine/reading.py)."""
+    return [
+        ("".join(mora.kana for mora in phrase.morae), phrase.accent)
+        for sentence in split_sentences(reader.rewrite(text))
+        for phrase in accent_phrases(normalize_text(sentence))
+    ]
+
+
+def falls(text: str, reader: HomeAssistantReader) -> int:
+    return sum(1 for _, accent in phrases_of(text, reader) if accent)
+
+
+@pytest.mark.parametrize(
+    "text,reading",
+    [
+        ("去々年の夏", "キョキョネンノナツ"), ("去々年度", "キョキョネンド"), ("人々", "ヒトビト"), ("佐々木さん", "ササキサン"),
+        ("学生々活", "ガクセーセーカツ"), ("民主々義", "ミンシュシュギ"), ("こゝろ", "ココロ"), ("さゝやか", "ササヤカ"),
+        ("いすゞ", "イスズ"), ("バナヽ", "バナナ"), ("ぶゞ漬け", "ブブヅケ"),
+    ],
+)  # fmt: skip
+def test_iteration_marks(text: str, reading: str, reader: HomeAssistantReader):
+    assert canonical(read(text, reader)) == canonical(reading)
+
+
+@pytest.mark.parametrize(
+    "text,reading",
+    [
+        # Names in capitals are words: from OpenJTalk's dictionary, as romaji, or as English.
+        ("YOASOBIの曲", "ヨアソビノキョク"), ("NASAの発表", "ナサノハッピョー"), ("SUUMOで探す", "スウモデサガス"),
+        ("WARNINGです", "ワーニングデス"),
+        # Acronyms that cannot be said are spelled: a table, short capitals, no vowels to say.
+        ("USB", "ユーエスビー"), ("LED", "エルイーディー"), ("HDMI", "エイチディーエムアイ"), ("KDDI", "ケーディーディーアイ"),
+        ("SIM", "エスアイエム"),
+    ],
+)  # fmt: skip
+def test_capitals_are_names_or_acronyms(text: str, reading: str, reader: HomeAssistantReader):
+    assert canonical(read(text, reader)) == canonical(reading)
+
+
+def test_capitals_are_never_spelled_when_they_can_be_said(reader: HomeAssistantReader):
+    assert "エスイー" not in read("SESAMEの扉", reader)  # e2k's word, not S-E-S-A-M-E
+
+
+def test_the_user_dictionary_overrides_capitals():
+    reader = HomeAssistantReader(keep_words=["YOASOBI"])
+    assert reader.rewrite("YOASOBIの曲") == "YOASOBIの曲"  # left for the dictionary's reading
+
+
+@pytest.mark.parametrize(
+    "text,reading",
+    [
+        ("ver.2.1にアップデート", "バージョンニテンイチニアップデート"), ("Ver. 3.0が出ました", "バージョンサンテンゼロガデマシタ"),
+        ("Vol. 12の音量", "ボリュームジューニノオンリョー"), ("Mr. Smithが来た", "ミスタースミスガキタ"),
+        ("e.g. 照明", "タトエバショーメー"), ("りんご、etc.を買う", "リンゴエトセトラオカウ"), ("No. 5", "ナンバーゴ"),
+    ],
+)  # fmt: skip
+def test_abbreviations_with_a_full_stop(text: str, reading: str, reader: HomeAssistantReader):
+    assert canonical(read(text, reader)) == canonical(reading)
+    assert "。" not in katakana_reading(text, reader)  # no sentence end, no pause
+
+
+def test_an_abbreviation_ends_a_sentence_only_at_the_end_of_a_line(reader: HomeAssistantReader):
+    assert katakana_reading("りんご、みかん、etc.\n次です", reader) == "リンゴ、ミカン、エトセトラ。ツギデス"
+    assert not safe_to_split("音量をVol. 5に", 7) and not safe_to_split("Mr. Smith", 3)
+    assert safe_to_split("etc.\n次", 4) and safe_to_split("OKです. 次", 6)
+
+
+@pytest.mark.parametrize(
+    "text,reading",
+    [
+        ("5日間晴れ", "イツカカンハレ"), ("3か月間晴れが続く", "サンカゲツカンハレガツズク"), ("30分間晴れ", "サンジュップンカンハレ"),
+        # Real compounds and written voicing keep it.
+        ("秋晴れ", "アキバレ"), ("日本晴れ", "ニホンバレ"), ("一週間ぶり", "イッシューカンブリ"), ("一人暮らし", "ヒトリグラシ"),
+    ],
+)  # fmt: skip
+def test_no_rendaku_after_a_duration(text: str, reading: str, reader: HomeAssistantReader):
+    assert canonical(read(text, reader)) == canonical(reading)
+
+
+def test_a_duration_and_the_word_after_it_are_two_phrases(reader: HomeAssistantReader):
+    assert [kana for kana, _ in phrases_of("5日間晴れ", reader)] == ["イツカカン", "ハレ"]
+
+
+@pytest.mark.parametrize("text", ["現在の気温は23.5℃です", "12.34kWh", "1.5倍", "3.14", "気温は23℃"])
+def test_a_number_with_its_unit_is_one_phrase_with_one_fall(text: str, reader: HomeAssistantReader):
+    number = {"現在の気温は23.5℃です": "ニジューサンテンゴドデス", "気温は23℃": "ニジューサンド"}.get(text)
+    phrases = phrases_of(text, reader)
+    spoken = "".join(kana for kana, _ in phrases)
+    if number is not None:
+        assert number in [kana for kana, _ in phrases], phrases
+    else:
+        assert len(phrases) == 1, phrases
+    assert canonical(spoken) == canonical(read(text, reader))
+    assert phrases_of("23.5℃", reader) == [("ニジューサンテンゴド", 8)]  # one fall, before its counter
+
+
+@pytest.mark.parametrize("text", ["SESAMEの扉", "YOASOBIの曲", "dehumidifierが止まりました", "Chromecastで再生"])
+def test_an_english_word_in_katakana_is_one_phrase(text: str, reader: HomeAssistantReader):
+    word = reader.rewrite(text).split("の")[0].split("が")[0].split("で")[0]
+    first, accent = phrases_of(text, reader)[0]
+    assert canonical(first).startswith(canonical(katakana_reading(word, reader))), (first, word)
+    assert falls(text, reader) <= len(phrases_of(text, reader))
+
+
+@pytest.mark.parametrize(
+    "text,reading",
+    [
+        ("という話です", "トユーハナシデス"), ("こういう時", "コーユートキ"), ("何の進展もない", "ナンノシンテンモナイ"),
+        ("他の人", "ホカノヒト"), ("十一点二", "ジューイッテンニ"), ("五十ヘルツ", "ゴジューヘルツ"), ("零点三五", "レーテンサンゴ"),
+    ],
+)  # fmt: skip
+def test_readings_as_said(text: str, reading: str, reader: HomeAssistantReader):
+    assert canonical(read(text, reader)) == canonical(reading)
+
+
+@pytest.mark.parametrize(
+    "text,phones",
+    [
+        ("フュージョン", "f u y u u j o N"), ("クォーター", "k u o o t a a"), ("グァテマラ", "g u a t e m a r a"),
+        ("デェ", "d e e"), ("こんにちは!", "k o N n i ch i w a !"),
+    ],
+)  # fmt: skip
+def test_every_mora_has_phones_the_voices_know(text: str, phones: str):
+    result = analyze(normalize_text(text), lambda word: list(word))
+    assert " ".join(result.phones[1:-1]) == phones

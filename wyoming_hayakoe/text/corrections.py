@@ -158,6 +158,19 @@ def numerals_as_said(features: list[Feature]) -> list[Feature]:
     return features
 
 
+_KATAKANA_RE = re.compile("[\u30a1-\u30fa\u30fc]+")
+
+
+def _is_unit_word(node: Feature, previous: Feature | None) -> bool:
+    """A katakana noun going on with the unit before it (キロワット アワー: the rewrite writes units in katakana)."""
+    return (
+        previous is not None
+        and previous["pos_group1"] == "接尾"
+        and node["pos"] == "名詞"
+        and _KATAKANA_RE.fullmatch(node["string"]) is not None
+    )
+
+
 def _quantities(features: list[Feature]) -> list[list[int]]:
     """Indices of each number with what follows it: numerals, 点, counters (二十三点五度; 二千二十四年 and 五月 are two)."""
     runs: list[list[int]] = []
@@ -172,7 +185,7 @@ def _quantities(features: list[Feature]) -> list[list[int]]:
                 runs[-1].append(index)
             else:
                 runs.append([index])
-        elif group == "接尾" and runs and runs[-1][-1] == index - 1:
+        elif runs and runs[-1][-1] == index - 1 and (group == "接尾" or _is_unit_word(node, previous)):
             runs[-1].append(index)
     return runs
 

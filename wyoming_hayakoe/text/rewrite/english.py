@@ -78,6 +78,34 @@ _WEEKDAYS_EN = {
 }  # fmt: skip
 
 
+#: Abbreviations written with a full stop that ends no sentence (ver.2.1, vol. 3, Mr. Smith, etc.;
+#: No.5 is read by quantities.sub_number_signs).
+ABBREVIATIONS = {
+    "ver": "バージョン", "vol": "ボリューム", "etc": "エトセトラ",
+    "e.g": "例えば", "i.e": "つまり", "approx": "約", "fig": "図", "vs": "ブイエス",
+    "mr": "ミスター", "mrs": "ミセス", "ms": "ミズ", "dr": "ドクター", "mt": "マウント", "st": "セント",
+    "jr": "ジュニア", "inc": "インク", "ltd": "リミテッド", "co": "カンパニー",
+}  # fmt: skip
+#: An abbreviation of :data:`ABBREVIATIONS`, its full stop and the blanks after it.
+ABBREVIATION_RE = re.compile(
+    r"(?<![A-Za-z.])(" + "|".join(re.escape(a) for a in sorted(ABBREVIATIONS, key=len, reverse=True)) + r")\.[ \t]*",
+    re.IGNORECASE,
+)
+
+
+def sub_abbreviations(text: str) -> str:
+    """``ver.2.1`` → バージョン2.1, ``Mr. Smith`` → ミスターSmith: the full stop of an abbreviation is no sentence end.
+
+    At the end of a line it ends the sentence too (``りんご、etc.``).
+    """
+
+    def read(m: re.Match[str]) -> str:
+        at_line_end = m.end() == len(m.string) or m.string[m.end()] in "\r\n"
+        return ABBREVIATIONS[m.group(1).lower()] + ("." if at_line_end else "")
+
+    return ABBREVIATION_RE.sub(read, text)
+
+
 def spell_letters(word: str) -> str:
     """``MQTT`` → エムキューティーティー."""
     return "".join(LETTER_NAMES.get(ch.upper(), "") for ch in word)

@@ -34,6 +34,10 @@ MISREAD_WORDS: dict[tuple[tuple[str, str], ...], tuple[str, tuple[str, ...]]] = 
     (("風", "カゼ"), ("量", "リョー")): ("フウ量", ()),  # 風量 カゼリョー
     (("風", "フウ"),): ("かぜ", ("が", "を", "は", "も")),  # the wind, not a manner (そういう風に)
     (("光量", "ヒカリリョー"),): ("コウ量", ()),
+    # 去 alone is the verb 去る: 去々年 サ サ トシ; 々 itself is expanded right by the G2P.
+    (("去", "サ"), ("々", "サ"), ("年", "トシ")): ("キョキョ年", ()),
+    (("去", "サ"), ("々", "サ"), ("年度", "ネンド")): ("キョキョ年度", ()),
+    (("去", "サ"), ("々", "サ"), ("月", "ツキ")): ("キョキョゲツ", ()),
 }
 _MISREAD_CHARS = frozenset(run[0][0][0] for run in MISREAD_WORDS)
 
