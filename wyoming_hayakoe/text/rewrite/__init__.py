@@ -25,7 +25,7 @@ normaliser (:mod:`..hayakoe.normalize`) sees it, so that
 * the few Japanese words OpenJTalk misreads in this setting are respelled
   (:mod:`.japanese`): weather forecasts (``晴れのち曇り``, ``曇り一時雨``), a
   lone entity state (``窓センサー: 開`` カイ) and words OpenJTalk splits
-  wrongly (``値が張る`` ネガハル, ``風量`` フウリョウ, ``風が`` カゼガ).
+  wrongly (``値`` アタイ, ``風量`` フウリョウ, ``去々年`` キョキョネン).
 
 Text without digits, Latin letters or markdown characters (``* _ ` # | < >
 [ ]``, ``~~``, rule lines) only gets that last fix, so HayaKoe conformance is

@@ -25,14 +25,13 @@ _STATE_RE = re.compile(
 )
 
 #: Words OpenJTalk's analysis reads wrongly: a run of (surface, reading)
-#: words as OpenJTalk splits them → what to write instead, and what follows
-#: the words where the reading is wrong (empty: anywhere).  Compounds it knows
-#: are separate words and stay untouched (値段 ネダン, 設定値 セッテーチ, 言い値
-#: イーネ, 送風量 ソーフーリョー, 最大風量 サイダイフーリョー).
+#: words as OpenJTalk splits them → what to write instead, and what may
+#: follow when OpenJTalk is right after all.  Compounds it knows are separate
+#: words and stay untouched (値段 ネダン, 設定値 セッテーチ, 言い値 イーネ,
+#: 送風量 ソーフーリョー, 最大風量 サイダイフーリョー).
 MISREAD_WORDS: dict[tuple[tuple[str, str], ...], tuple[str, tuple[str, ...]]] = {
-    (("値", "アタイ"),): ("ね", ("が張", "の張")),  # 値が張る: expensive, not a value
+    (("値", "ネ"),): ("アタイ", ("が張", "の張")),  # a value, not a price (値が張る: expensive)
     (("風", "カゼ"), ("量", "リョー")): ("フウ量", ()),  # 風量 カゼリョー
-    (("風", "フウ"),): ("かぜ", ("が", "を", "は", "も")),  # the wind, not a manner (そういう風に)
     (("光量", "ヒカリリョー"),): ("コウ量", ()),
     # 去 alone is the verb 去る: 去々年 サ サ トシ; 々 itself is expanded right by the G2P.
     (("去", "サ"), ("々", "サ"), ("年", "トシ")): ("キョキョ年", ()),
@@ -54,18 +53,14 @@ def _sub_misread_words(line: str) -> str:
     words = [(n["string"], n["pron"].replace("’", "")) for n in openjtalk.run_frontend(line)]
     edits: list[tuple[int, int, str]] = []
     for i, (surface, _) in enumerate(words):
-        for run, (replacement, followed_by) in MISREAD_WORDS.items():
+        for run, (replacement, unless_followed_by) in MISREAD_WORDS.items():
             if tuple(words[i : i + len(run)]) != run:
                 continue
             found = positions[surface[0]]
             start = found[seen[surface[0]]] if seen[surface[0]] < len(found) else -1
             written = "".join(s for s, _ in run)
             end = start + len(written)
-            if (
-                start >= 0
-                and line.startswith(written, start)
-                and (not followed_by or line.startswith(followed_by, end))
-            ):
+            if start >= 0 and line.startswith(written, start) and not line.startswith(unless_followed_by, end):
                 edits.append((start, end, replacement))
             break
         for ch in surface:
