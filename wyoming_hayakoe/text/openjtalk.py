@@ -39,7 +39,7 @@ from __future__ import annotations
 import re
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, cast
 
 import pyopenjtalk
 
@@ -51,7 +51,7 @@ Features = list[dict[str, Any]]
 Analyser = pyopenjtalk.OpenJTalk
 
 #: How pyopenjtalk-plus says いう: ユー where it is the verb's plain form (という, こういう, 言う).
-IU_PRONUNCIATION = "YuuBase"
+IU_PRONUNCIATION: Final = "YuuBase"
 #: Widened bytes per OpenJTalk call (it refuses more than 16,383; time grows faster than the length).
 MAX_PIECE_BYTES = 4096
 #: Kana in a row per OpenJTalk call (one unknown word; devoicing skips words of more than 512 bytes).
@@ -123,14 +123,15 @@ def analyse(piece: str) -> Features:
     いう in という, こういう … is said ユー, as in speech; the corrections of
     :mod:`.corrections` follow.  Its Sudachi pass over words with several
     readings is off: it read no more of JSUT's sentences right (90.9 % without,
-    90.8 % with), misread some (風が フウガ) and holds about 120 MB more memory.  Only for text within the limits (see
-    :func:`pieces`); :func:`run_frontend` takes any text.
+    90.8 % with), misread some (風が フウガ) and holds about 120 MB more
+    memory.  Only for text within the limits (see :func:`pieces`);
+    :func:`run_frontend` takes any text.
     """
     with _calls:
         features = pyopenjtalk.run_frontend(
             piece, iu_pronunciation=IU_PRONUNCIATION, use_sudachi_kanji_yomi=False, jtalk=current_analyser()
         )
-    return corrections.correct(features)
+    return corrections.correct(cast(Features, features))
 
 
 def run_frontend(text: str) -> Features:
@@ -141,7 +142,7 @@ def run_frontend(text: str) -> Features:
 def make_label(features: Features) -> list[str]:
     """Full-context labels of ``features`` in one call (within MAX_LABEL_MORAE; see :func:`label_groups`)."""
     with _calls:
-        return pyopenjtalk.make_label(features, jtalk=current_analyser())
+        return pyopenjtalk.make_label(cast(Any, features), jtalk=current_analyser())
 
 
 def label_groups(features: Features) -> list[list[str]]:
