@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hayakoe_g2p import use_our_g2p
 
 from wyoming_hayakoe.engine.engine import Engine
 from wyoming_hayakoe.engine.pauses import MIN_PAUSE_SECONDS
@@ -23,6 +24,7 @@ from wyoming_hayakoe.engine.settings import SynthesisSettings
 from wyoming_hayakoe.engine.speech import synthesize
 
 hayakoe = pytest.importorskip("hayakoe", reason="hayakoe is the test oracle (installed by script/test)")
+use_our_g2p()
 
 VOICE = "standin-a"
 HOP = 512

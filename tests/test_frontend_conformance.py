@@ -33,6 +33,8 @@ pytest.importorskip(
     reason="hayakoe (the reference implementation) is not installed; it is only needed as a test oracle",
 )
 
+from hayakoe_g2p import use_our_g2p  # noqa: E402
+
 from wyoming_hayakoe.text import Frontend, UnpronounceableText, split_sentences  # noqa: E402
 from wyoming_hayakoe.text.hayakoe.g2p import analyze  # noqa: E402
 from wyoming_hayakoe.text.hayakoe.normalize import normalize_text  # noqa: E402
@@ -123,6 +125,7 @@ class Oracle:
         from hayakoe.nlp.japanese.g2p import g2p, text_to_sep_kata
         from hayakoe.nlp.japanese.user_dict import registered_surfaces
 
+        use_our_g2p()
         bert_models.unload_tokenizer()
         bert_models.load_tokenizer(str(tokenizer_dir))
         self.normalize = normalizer.normalize_text

@@ -236,3 +236,29 @@ def test_every_field_problem_of_an_entry_is_named():
     assert entry is None
     assert [p.field for p in problems] == ["surface", "reading", "accent", "priority"]
     assert all(p.message for p in problems)
+
+
+def test_an_entrys_accent_is_what_the_page_shows_and_the_voice_says(tmp_path: Path):
+    """The accent field survives the G2P's own accent rules: the page's phrases and the model's tones follow it."""
+    code = """
+import sys
+from wyoming_hayakoe.text.hayakoe.g2p import analyze
+from wyoming_hayakoe.text.hayakoe.phrases import accent_phrases
+from wyoming_hayakoe.text.user_dictionary import parse_user_dictionary
+for accent in range(4):
+    parse_user_dictionary(f"瑞穂, ミズホ, {accent}").apply()
+    phrase = accent_phrases("瑞穂を呼ぶ")[0]
+    voice = analyze("瑞穂を呼ぶ", list)
+    tones = [tone for phone, tone in zip(voice.phones, voice.tones) if phone in "aiueo"][:4]
+    print(accent, "".join(m.kana for m in phrase.morae), phrase.accent, "".join("HL"[1 - m.high] for m in phrase.morae), "".join("HL"[1 - t] for t in tones))
+"""
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    lines = [line.split() for line in result.stdout.strip().splitlines()]
+    # accent, phrase, accent shown, pitch shown, pitch the voice gets (ミズホヲ)
+    assert lines == [
+        ["0", "ミズホヲ", "0", "LHHH", "LHHH"],
+        ["1", "ミズホヲ", "1", "HLLL", "HLLL"],
+        ["2", "ミズホヲ", "2", "LHLL", "LHLL"],
+        ["3", "ミズホヲ", "3", "LHHL", "LHHL"],
+    ]

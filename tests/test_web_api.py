@@ -154,6 +154,21 @@ async def test_reading_shows_the_rewrite_sentences_pauses_and_pitch(server):
                 assert high[accent - 1] and not high[0] and (accent == len(high) or not high[accent])
 
 
+async def test_reading_shows_the_new_readings_and_their_phrases(server):
+    text = "YOASOBIのver.2.1が出て、去々年から5日間晴れ。気温は23.5℃です。"
+    found = (await call(server.url, "POST", "api/reading", {"text": text})).json
+    sentences = found["sentences"]
+    assert len(sentences) == 2  # the full stop of ver. ends no sentence
+    phrases = ["".join(m["kana"] for m in p["morae"]) for p in sentences[0]["phrases"]]
+    kana = "".join(phrases)
+    for word in ("ヨアソビ", "バージョンニテンイチ", "キョキョネン", "イツカカン"):
+        assert word in kana, phrases
+    assert "ハレ" in phrases and "バレ" not in kana  # no rendaku after a duration
+    temperature = [p for p in sentences[1]["phrases"] if "".join(m["kana"] for m in p["morae"]).startswith("ニジュー")]
+    assert ["".join(m["kana"] for m in p["morae"]) for p in temperature] == ["ニジューサンテンゴドデス"]
+    assert temperature[0]["accent"] == 8  # one fall, before its counter
+
+
 async def test_a_flat_word_reads_flat_not_as_a_fall_after_its_last_mora(server):
     # OpenJTalk codes a flat (heiban) phrase with its mora count as the accent type.
     found = (await call(server.url, "POST", "api/reading", {"text": "こんにちは。花が咲く。"})).json
@@ -374,11 +389,13 @@ async def test_debug_logs_each_request_reading(server):
     await ha.synthesize(server.host, server.port, "7:30です。晴れ。")
     await ha.stream(server.host, server.port, ["気温は", "23.5°Cです。", "以上"])
     await call(server.url, "POST", "api/speak", {"text": "10%です。"})
+    await ha.synthesize(server.host, server.port, "ver.2.1です。")
     log = server.log
     for text, rewritten, kana in (
         ("'7:30です。晴れ。'", "七時三十分です。晴れ。", "シチジサンジュップンデス"),
         ("'気温は23.5°Cです。以上'", "二十三点五度", "ニジューサンテンゴド"),
         ("'10%です。'", "十パーセントです。", "ジュッパーセントデス"),
+        ("'ver.2.1です。'", "バージョン二点一です。", "バージョンニテンイチデス"),
     ):
         assert f"text: {text}" in log and rewritten in log and kana in log, (text, log[-3000:])
 

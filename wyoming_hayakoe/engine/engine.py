@@ -69,6 +69,16 @@ class TextPlan:
     whole_text_pauses: bool  # pauses from one duration-predictor pass over the whole text
 
 
+def plan_text(reader: HomeAssistantReader, text: str) -> TextPlan:
+    """`text` rewritten by `reader` and split the way a whole text is spoken (no model needed)."""
+    text = reader.rewrite(text)
+    sentences = split_sentences(text)
+    if len(sentences) == 1:
+        sentences = [text]  # hayakoe reads a one-sentence text unsplit
+    bounded = bounded_sentences(sentences)
+    return TextPlan(text, bounded, len(text) <= MAX_PAUSE_TEXT_CHARS and len(bounded) == len(sentences))
+
+
 class Engine:
     """The shared BERT and the voices, loaded once; `synthesize` is then cheap to call.
 
@@ -195,9 +205,4 @@ class Engine:
 
     def plan(self, text: str) -> TextPlan:
         """`text` rewritten and split the way a whole text is spoken."""
-        text = self.reader.rewrite(text)
-        sentences = split_sentences(text)
-        if len(sentences) == 1:
-            sentences = [text]  # hayakoe reads a one-sentence text unsplit
-        bounded = bounded_sentences(sentences)
-        return TextPlan(text, bounded, len(text) <= MAX_PAUSE_TEXT_CHARS and len(bounded) == len(sentences))
+        return plan_text(self.reader, text)

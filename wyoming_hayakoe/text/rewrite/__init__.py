@@ -7,11 +7,11 @@ normaliser (:mod:`..hayakoe.normalize`) sees it, so that
   counter (:mod:`.numbers`, :mod:`.times`, :mod:`.quantities`): clock times
   (``7:30`` → 七時三十分), dates and weekdays (``12/24(火)`` →
   十二月二十四日、火曜日), durations (``1h 30m``), decimals (``23.5`` →
-  二十三点五, ``3.14`` → 三点イチヨン), negative numbers, thousands
+  二十三点五, ``3.14`` → 三点一四), negative numbers, thousands
   separators, ranges (``20〜25``, ``20-25`` → 二十から二十五), percentages,
   temperatures (``°C ℃ °F``), the units Home Assistant reports (``km/h kWh
   W V A mm hPa ppm µg/m³ lx dB GB`` …) and currencies (``円 ¥ $ € £``), with
-  the few counters OpenJTalk reads wrongly fixed (``9分`` キューフン, ``10分``
+  the counters OpenJTalk reads as other words fixed (``5分`` ゴフン, ``10分``
   ジュップン, ``1箱`` ひと箱 …);
 * English words and device names become katakana (:mod:`.english`): a table
   of acronyms and brands read the Japanese way (``TV`` テレビ, ``Wi-Fi``
@@ -25,7 +25,7 @@ normaliser (:mod:`..hayakoe.normalize`) sees it, so that
 * the few Japanese words OpenJTalk misreads in this setting are respelled
   (:mod:`.japanese`): weather forecasts (``晴れのち曇り``, ``曇り一時雨``), a
   lone entity state (``窓センサー: 開`` カイ) and words OpenJTalk splits
-  wrongly (``値`` アタイ, ``風量`` フウリョウ).
+  wrongly (``値`` アタイ, ``風量`` フウリョウ, ``去々年`` キョキョネン).
 
 Text without digits, Latin letters or markdown characters (``* _ ` # | < >
 [ ]``, ``~~``, rule lines) only gets that last fix, so HayaKoe conformance is

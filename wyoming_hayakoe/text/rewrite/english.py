@@ -78,6 +78,34 @@ _WEEKDAYS_EN = {
 }  # fmt: skip
 
 
+#: Abbreviations written with a full stop that ends no sentence (ver.2.1, vol. 3, Mr. Smith, etc.;
+#: No.5 is read by quantities.sub_number_signs).
+ABBREVIATIONS = {
+    "ver": "バージョン", "vol": "ボリューム", "etc": "エトセトラ",
+    "e.g": "例えば", "i.e": "つまり", "approx": "約", "fig": "図", "vs": "ブイエス",
+    "mr": "ミスター", "mrs": "ミセス", "ms": "ミズ", "dr": "ドクター", "mt": "マウント", "st": "セント",
+    "jr": "ジュニア", "inc": "インク", "ltd": "リミテッド", "co": "カンパニー",
+}  # fmt: skip
+#: An abbreviation of :data:`ABBREVIATIONS`, its full stop and the blanks after it.
+ABBREVIATION_RE = re.compile(
+    r"(?<![A-Za-z.])(" + "|".join(re.escape(a) for a in sorted(ABBREVIATIONS, key=len, reverse=True)) + r")\.[ \t]*",
+    re.IGNORECASE,
+)
+
+
+def sub_abbreviations(text: str) -> str:
+    """``ver.2.1`` → バージョン2.1, ``Mr. Smith`` → ミスターSmith: the full stop of an abbreviation is no sentence end.
+
+    At the end of a line it ends the sentence too (``りんご、etc.``).
+    """
+
+    def read(m: re.Match[str]) -> str:
+        at_line_end = m.end() == len(m.string) or m.string[m.end()] in "\r\n"
+        return ABBREVIATIONS[m.group(1).lower()] + ("." if at_line_end else "")
+
+    return ABBREVIATION_RE.sub(read, text)
+
+
 def spell_letters(word: str) -> str:
     """``MQTT`` → エムキューティーティー."""
     return "".join(LETTER_NAMES.get(ch.upper(), "") for ch in word)
@@ -167,16 +195,67 @@ class EnglishReader:
             return spell_letters(word)
         is_caps = word.isupper()
         native = STATE.native_reading(word, whole_word=True)
-        if is_caps and len(word) <= 4:
-            return native if native is not None else spell_letters(word)
         if native is not None:
             return native
+        if is_caps and len(word) < MIN_CAPITALS_WORD:
+            return spell_letters(word)  # USB, NHK: an acronym
         c2k, ngram = STATE.e2k_models()
         lower = word.lower()
-        if not ngram(lower):
-            return spell_letters(word)
-        kana = "".join(_KATAKANA_RE.findall(c2k(lower)))
-        return kana or spell_letters(word)
+        kana = "".join(_KATAKANA_RE.findall(c2k(lower))) if ngram(lower) else ""
+        # An English word (WARNING, SESAME), else a Japanese name in romaji (YOASOBI),
+        # else an acronym (HDMI, KDDI: it cannot be said).
+        return kana or romaji_reading(word) or spell_letters(word)
+
+
+#: Capitals shorter than this are an acronym unless a table or OpenJTalk's dictionary has them (USB, NHK, SIM);
+#: from this length on they are read as a word when they can be said (YOASOBI, NASA, SESAME).
+MIN_CAPITALS_WORD = 4
+
+_ROMAJI_ROWS = {
+    "": "アイウエオ", "k": "カキクケコ", "g": "ガギグゲゴ", "s": "サシスセソ", "z": "ザジズゼゾ", "t": "タチツテト",
+    "d": "ダヂヅデド", "n": "ナニヌネノ", "h": "ハヒフヘホ", "b": "バビブベボ", "p": "パピプペポ", "m": "マミムメモ",
+    "r": "ラリルレロ", "y": "ヤ ユ ヨ", "w": "ワ   ヲ",
+}  # fmt: skip
+_ROMAJI_PALATAL = {
+    "ky": "キ", "gy": "ギ", "sh": "シ", "j": "ジ", "ch": "チ", "ny": "ニ", "hy": "ヒ", "by": "ビ", "py": "ピ", "my": "ミ", "ry": "リ",
+}  # fmt: skip
+_SMALL_YA = {"a": "ャ", "u": "ュ", "o": "ョ", "e": "ェ"}
+
+
+def _romaji_table() -> dict[str, str]:
+    table: dict[str, str] = {}
+    for consonant, row in _ROMAJI_ROWS.items():
+        for vowel, kana in zip("aiueo", row):
+            if kana != " ":
+                table[consonant + vowel] = kana
+    for consonant, base in _ROMAJI_PALATAL.items():
+        for vowel, small in _SMALL_YA.items():
+            table[consonant + vowel] = base + small
+        table[consonant + "i"] = base
+    table.update({"tsu": "ツ", "fu": "フ", "wo": "ヲ"})
+    return table
+
+
+_ROMAJI = _romaji_table()
+_ROMAJI_SYLLABLE_RE = re.compile(
+    "|".join(sorted(_ROMAJI, key=len, reverse=True)) + r"|n(?![aiueoy])|([kgsztdhbpmrjcf])(?=\1)"
+)
+
+
+def romaji_reading(word: str) -> str | None:
+    """Katakana for a word spelled in Hepburn romaji (YOASOBI ヨアソビ, Daikin ダイキン), or None if it is not."""
+    lower = word.lower()
+    out: list[str] = []
+    position = 0
+    while position < len(lower):
+        found = _ROMAJI_SYLLABLE_RE.match(lower, position)
+        if found is None:
+            return None
+        syllable = found.group(0)
+        out.append("ン" if syllable == "n" else "ッ" if found.group(1) else _ROMAJI[syllable])
+        position = found.end()
+    reading = "".join(out)
+    return reading if reading and reading[-1] != "ッ" else None
 
 
 # Boundaries inside CamelCase words: SwitchBot → Switch|Bot, ESPHome → ESP|Home.
@@ -199,4 +278,13 @@ def sub_english(text: str, english: EnglishReader) -> str:
     return _LATIN_WORD_RE.sub(word, text)
 
 
-__all__ = ["LETTER_NAMES", "MAX_WORD_LETTERS", "WORD_READINGS", "EnglishReader", "spell_letters", "sub_english"]
+__all__ = [
+    "LETTER_NAMES",
+    "MAX_WORD_LETTERS",
+    "MIN_CAPITALS_WORD",
+    "WORD_READINGS",
+    "EnglishReader",
+    "romaji_reading",
+    "spell_letters",
+    "sub_english",
+]

@@ -16,8 +16,8 @@ MAX_NUMBER_DIGITS = len(str(MAX_SPELLED))
 #: Digit names for digit-by-digit reading (phone numbers, codes): lengthened
 #: ニー and ゴー as in speech.
 _DIGIT_NAMES = ("ゼロ", "イチ", "ニー", "サン", "ヨン", "ゴー", "ロク", "ナナ", "ハチ", "キュー")
-#: Digit names after a decimal point (三点イチヨン).
-_DECIMAL_DIGIT_NAMES = ("ゼロ", "イチ", "ニ", "サン", "ヨン", "ゴ", "ロク", "ナナ", "ハチ", "キュウ")
+#: Digits after a decimal point, one by one (三点一四 サンテンイチヨン; 〇 would be マル).
+_DECIMAL_DIGITS = ("ゼロ", *_KANJI_DIGITS[1:])
 
 
 def _spell_below_10000(n: int) -> str:
@@ -57,10 +57,10 @@ def spell_digits(digits: str) -> str:
 def spell_number(integer: str, fraction: str | None = None) -> str:
     """A written number (digits, optional thousands separators and fraction) in words.
 
-    One decimal digit stays a kanji numeral so OpenJTalk joins it to the
-    number (``二十三点五``); longer fractions are read digit by digit in
-    katakana, as OpenJTalk would otherwise read ``三点一四`` as 3 point 14.
-    Integers with a leading zero (``007``) are read digit by digit.
+    The fraction is written digit by digit in kanji (``二十三点五``,
+    ``三点一四``), which OpenJTalk reads digit by digit and as one number with
+    the rest (one accent phrase, see ``text.corrections``).  Integers with a
+    leading zero (``007``) are read digit by digit.
     """
     integer = integer.replace(",", "")
     if len(integer) > 1 and integer.startswith("0") and not fraction:
@@ -73,10 +73,7 @@ def spell_number(integer: str, fraction: str | None = None) -> str:
     else:
         words = spell_integer(value)
     if fraction:
-        if len(fraction) == 1 and fraction != "0":
-            words += "点" + _KANJI_DIGITS[int(fraction)]
-        else:
-            words += "点" + "".join(_DECIMAL_DIGIT_NAMES[int(d)] for d in fraction)
+        words += "点" + "".join(_DECIMAL_DIGITS[int(d)] for d in fraction)
     return words
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from .numbers import MAX_NUMBER_DIGITS, number_words, spell_digits, spell_integer, spell_number
-from .times import spell_minutes
+from .times import MINUTE_WORDS, spell_minutes
 
 _NUM = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?"
 _ORDINALS_EN = {1: "ファースト", 2: "セカンド", 3: "サード"}
@@ -77,14 +77,12 @@ _PIECES_RE = re.compile(r"(?<=[\u3040-\u30ff\u4e00-\u9fff])[ \t]*[x×][ \t]*(\d{
 _FRACTION_COUNTER_RE = re.compile(r"(\d+)分の(\d+)")
 _COUNTER_FIXES = (
     # (regex on the digits and the counter, replacement builder)
-    # 9分 くぶ, 10分 じゅうぶん; OpenJTalk gets 十分後 and 十分間 right.
+    # Minute counts that are also words (times.MINUTE_WORDS: 5分 ごぶ, 9分 くぶ, 10分 じゅうぶん).
     (
-        re.compile(r"(?<![\d.,])(9|10)分(後|間)?"),
-        lambda m: (
-            ("十分" if m.group(1) == "10" and m.group(2) else spell_minutes(int(m.group(1)))) + (m.group(2) or "")
-        ),
+        re.compile(r"(?<![\d.,])(" + "|".join(map(str, MINUTE_WORDS)) + r")分(?=後|間|$|[^\d])"),
+        lambda m: spell_minutes(int(m.group(1))),
     ),
-    # 三件 さんげん, 三千件 さんぜんげん.
+    # 三件 さんげん, 三千件 さんぜんげん, 八件 はちけん.
     (re.compile(r"(?<![\d.,])(\d{1,16})件"), lambda m: _ken(int(m.group(1)))),
     (re.compile(r"(?<![\d.,])1箱"), lambda m: "ひと箱"),
     (re.compile(r"(?<![\d.,])20歳"), lambda m: "はたち"),
@@ -94,6 +92,8 @@ _ADJACENT_NUMBERS_RE = re.compile(r"(?<=\d)[ \t]+(?=\d)")
 
 def _ken(n: int) -> str:
     words = spell_integer(n)
+    if words.endswith("八"):
+        return words[:-1] + "ハッケン"  # 八件 ハチケン
     if n % 10 == 3 or words.endswith(("千", "万", "億", "兆")):
         return words + "ケン"
     return words + "件"

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from .. import openjtalk
 from ..hayakoe.normalize import normalize_text
 from ..hayakoe.sentences import split_sentences
-from .english import EnglishReader, sub_english
+from .english import EnglishReader, sub_abbreviations, sub_english
 from .japanese import sub_japanese
 from .markup import strip_markup, sub_symbols
 from .numbers import roman_to_arabic
@@ -88,7 +88,7 @@ class HomeAssistantReader:
                 return chr(_PLACEHOLDER_BASE + len(kept) - 1)
 
             text = self._keep_re.sub(keep, text)
-        text = strip_markup(text)
+        text = strip_markup(sub_abbreviations(text))
         text = self._phrase_re.sub(self._phrase, text)
         text = sub_dates_and_times(text)
         text = sub_numbers(text)

@@ -34,6 +34,7 @@ import re
 from collections.abc import Callable
 
 from ..hayakoe.sentences import CanSplit, cut_position, has_speech
+from .english import ABBREVIATION_RE
 from .markup import drop_fenced_code
 
 _STRONG_ENDERS = frozenset("。！？｡!?")
@@ -162,6 +163,7 @@ class StreamRewriter:
         return self.rewrite(kept)
 
 
+_ABBREVIATION_END_RE = re.compile("(?:" + ABBREVIATION_RE.pattern.removesuffix(r"[ \t]*") + ")$", re.IGNORECASE)
 _URL_START_RE = re.compile(r"(?:https?://|ftp://|www\.)", re.IGNORECASE)
 _URL_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~:/?#[]@!$&'*+,;=%")
 
@@ -174,6 +176,7 @@ def safe_to_split(buffer: str, index: int) -> bool:
     * a number: ``23.5``, ``1,500``, ``7:30`` (a ``. , :`` right after a
       digit, when the next character is a digit or has not arrived yet);
     * an ordered-list marker (``1.`` at the start of a line);
+    * the full stop of an abbreviation (``ver. 2``, ``Mr. Smith``) within a line;
     * a URL (from ``http://``/``www.`` to the next blank);
     * an open inline code span or fenced code block;
     * an open markdown link (``[text]`` not yet followed by ``(url)``).
@@ -194,6 +197,9 @@ def safe_to_split(buffer: str, index: int) -> bool:
         if prev in ".．" and re.fullmatch(r"[ \t]*\d{1,3}[.．]", before[line_start:]):
             return False  # "1." of a numbered list
     if prev.isdigit() and after[:1].isdigit():
+        return False
+    # The full stop of an abbreviation (ver. 2, Mr. Smith): a sentence end only at the end of a line.
+    if prev == "." and _ABBREVIATION_END_RE.search(before) and after[:1] not in ("\n", "\r"):
         return False
     # A URL running up to the cut.
     for m in _URL_START_RE.finditer(before):

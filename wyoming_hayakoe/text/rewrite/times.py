@@ -10,13 +10,14 @@ from .numbers import spell_integer
 _WEEKDAY_JA = "月火水木金土日"
 
 
+#: Minute counts that are also words OpenJTalk prefers: 五分 ゴブ (half), 八分 ハチブ, 九分 クブ, 十分
+#: ジューブン (enough), 十二分 ジューニブン (amply). They are written as said.
+MINUTE_WORDS = {5: "ゴフン", 8: "ハップン", 9: "キュウフン", 10: "ジュップン", 12: "ジュウニフン"}
+
+
 def spell_minutes(n: int) -> str:
-    """``n`` minutes, with the two OpenJTalk misreadings fixed (9分 くぶ, 10分 じゅうぶん)."""
-    if n == 9:
-        return "キュウフン"
-    if n == 10:
-        return "ジュップン"
-    return spell_integer(n) + "分"
+    """``n`` minutes, the counts of :data:`MINUTE_WORDS` written as they are said."""
+    return MINUTE_WORDS.get(n) or spell_integer(n) + "分"
 
 
 def _clock(hour: int, minute: int, second: int | None = None, meridiem: str | None = None) -> str:
@@ -27,7 +28,7 @@ def _clock(hour: int, minute: int, second: int | None = None, meridiem: str | No
             hour -= 12
     out = prefix + ("零" if hour == 0 else spell_integer(hour)) + "時"
     if minute:
-        out += spell_integer(minute) + "分" if minute not in (9, 10) else spell_minutes(minute)
+        out += spell_minutes(minute)
     if second:
         out += spell_integer(second) + "秒"
     return out
