@@ -21,6 +21,7 @@ from .handler import HayakoeHandler
 from .info import voice_card
 from .listener import Listener
 from .service import ServerOptions, Service
+from .wording import counted
 from .zeroconf import ZeroconfAdvertiser, advertised_address, default_service_name
 
 _LOGGER = logging.getLogger(__name__)
@@ -76,9 +77,9 @@ def load_engine(config: ServerConfig, selection: VoiceSelection) -> tuple[Engine
     if config.warm_up:
         warm_up(engine)
     _LOGGER.info(
-        "Ready in %.1f s: %d voice(s), default %s; %s",
+        "Ready in %.1f s: %s, default %s; %s",
         time.monotonic() - started,
-        len(engine.voices),
+        counted(len(engine.voices), "voice"),
         default_voice,
         "; ".join(f"{v.name} ({v.sample_rate} Hz) from {v.origin}" for v in engine.voices.values()),
     )

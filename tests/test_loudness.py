@@ -1,0 +1,185 @@
+"""Every voice at hayakoe's loudness, decided once per voice, never clipped; `--volume` on top.
+
+hayakoe scales each clip to full scale at its peak. We give each voice one
+gain at preparation (engine/loudness.py) and check, against hayakoe on the
+tiny stand-ins, that the reference passage comes out as loud as hayakoe's
+within 1 dB, for every voice, and through the Wyoming protocol as Home
+Assistant's client receives it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import ha_client as ha
+import numpy as np
+import pytest
+
+from wyoming_hayakoe.engine import loudness
+from wyoming_hayakoe.engine.engine import Engine
+from wyoming_hayakoe.engine.loudness import ATTACK_S, REFERENCE_PASSAGE, RELEASE_S, PeakLimiter
+from wyoming_hayakoe.engine.settings import SynthesisSettings
+from wyoming_hayakoe.engine.speech import synthesize
+
+VOICES = ("standin-a", "standin-b")
+QUIET = dict(noise_scale=0.0, noise_w_scale=0.0)
+RATE = 44100
+
+
+def db(audio: np.ndarray) -> float:
+    """RMS level in dB of full scale."""
+    samples = audio.astype(np.float64) / 32767
+    return 10 * math.log10(float(np.mean(samples**2)))
+
+
+def ours(engine: Engine, voice: str, text: str = REFERENCE_PASSAGE, **settings) -> np.ndarray:
+    return np.concatenate(list(synthesize(engine, text, voice, SynthesisSettings(**QUIET, **settings))))
+
+
+@pytest.fixture(scope="module")
+def engine(standin_dir: Path, tmp_path_factory) -> Engine:
+    return Engine.load([standin_dir], voices=list(VOICES), cache_dir=tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture(scope="module")
+def hayakoe_levels(standin_dir: Path) -> dict[str, float]:
+    """hayakoe's level of the reference passage, per voice (noise off, as we measure it)."""
+    pytest.importorskip("hayakoe", reason="hayakoe is the test oracle (installed by script/test)")
+    from hayakoe import TTS
+
+    tts = TTS(device="cpu", bert_source=str(standin_dir))
+    for voice in VOICES:
+        tts.load(voice, source=str(standin_dir))
+    tts.prepare()
+    return {
+        voice: db(tts.speakers[voice].generate(REFERENCE_PASSAGE, noise=0.0, noise_w=0.0, batch_bert=False).data)
+        for voice in VOICES
+    }
+
+
+# -- against hayakoe ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("voice", VOICES)
+def test_reference_passage_is_as_loud_as_hayakoe(engine, hayakoe_levels, voice):
+    level = db(ours(engine, voice))
+    assert abs(level - hayakoe_levels[voice]) <= 1.0, (level, hayakoe_levels[voice])
+
+
+def test_the_raw_model_level_differs_from_hayakoe(engine, hayakoe_levels):
+    """What the gain corrects: without it (the model's raw level) the stand-ins are more than 1 dB off hayakoe's."""
+    raw = {}
+    for voice in VOICES:
+        gain = engine.voice(voice).gain
+        engine.voice(voice).gain = 1.0
+        try:
+            raw[voice] = db(ours(engine, voice))
+        finally:
+            engine.voice(voice).gain = gain
+    assert all(abs(raw[v] - hayakoe_levels[v]) > 1.0 for v in VOICES), (raw, hayakoe_levels)
+
+
+def test_volume_scales_the_level(engine):
+    full = ours(engine, VOICES[0])
+    half = ours(engine, VOICES[0], volume=0.5)
+    assert abs(db(half) - (db(full) - 20 * math.log10(2))) < 0.05
+    loud = ours(engine, VOICES[0], volume=2.0)
+    assert np.max(np.abs(loud.astype(np.int32))) <= 32767
+    assert db(loud) > db(full) + 2.0  # louder, its peaks limited
+
+
+def test_a_text_louder_than_the_reference_is_limited_not_clipped(engine):
+    """Any text at volume 2: not a single sample at full scale for more than a few samples in a row."""
+    audio = ours(engine, VOICES[1], "本当に？すごい！やった！信じられない！", volume=2.0).astype(np.int32)
+    assert np.max(np.abs(audio)) <= 32767
+    pinned = np.abs(audio) >= 32760
+    longest = max((len(run) for run in np.split(pinned, np.flatnonzero(np.diff(pinned)) + 1) if run[0]), default=0)
+    assert longest <= 3, f"{longest} samples in a row at full scale: clipped"
+
+
+# -- decided once, at preparation -----------------------------------------------------
+
+
+def test_the_level_is_stored_and_not_measured_again(standin_dir, tmp_path, monkeypatch):
+    first = Engine.load([standin_dir], voices=["standin-a"], cache_dir=tmp_path)
+    stored = json.loads((tmp_path / loudness.LEVELS_FILE).read_text())
+    assert list(stored.values()) == [pytest.approx(first.voice("standin-a").gain)]
+
+    def measure(*args):
+        raise AssertionError("measured again on a warm start")
+
+    monkeypatch.setattr(loudness, "reference_peak", measure)
+    again = Engine.load([standin_dir], voices=["standin-a"], cache_dir=tmp_path)
+    assert again.voice("standin-a").gain == first.voice("standin-a").gain
+
+
+def test_a_damaged_levels_file_is_measured_again(standin_dir, tmp_path):
+    (tmp_path / loudness.LEVELS_FILE).write_text("{not json", encoding="utf-8")
+    engine = Engine.load([standin_dir], voices=["standin-a"], cache_dir=tmp_path)
+    assert engine.voice("standin-a").gain > 0
+    assert len(json.loads((tmp_path / loudness.LEVELS_FILE).read_text())) == 1
+
+
+# -- the limiter ----------------------------------------------------------------------
+
+
+def _tone(seconds: float, amplitude: float) -> np.ndarray:
+    t = np.arange(int(seconds * RATE)) / RATE
+    return (amplitude * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+
+
+def test_audio_under_full_scale_passes_unchanged():
+    tone = _tone(0.5, 0.4)
+    out = PeakLimiter(2.0, RATE).pcm16(tone)
+    np.testing.assert_array_equal(out, (tone.astype(np.float64) * 2.0 * 32767).astype(np.int16))
+
+
+def test_peaks_are_turned_down_by_ramps_and_recover():
+    quiet, loud = _tone(0.3, 0.5), _tone(0.1, 1.6)
+    audio = np.concatenate([quiet, loud, quiet, quiet, quiet])
+    out = PeakLimiter(1.0, RATE).pcm16(audio).astype(np.float64)
+    assert np.max(np.abs(out)) <= 32767
+    # The gain (out / in, where the int16 rounding hardly matters) moves by ramps, never by steps.
+    where = np.abs(audio) > 0.3
+    gain = out[where] / (audio[where].astype(np.float64) * 32767)
+    positions = np.flatnonzero(where)
+    slope = np.abs(np.diff(gain)) / np.diff(positions)
+    assert np.max(slope) <= 1.0 / (ATTACK_S * RATE) + 3e-4  # the rounding: 2 / (0.3 · 32767)
+    assert np.min(gain) < 0.7  # it did turn the 1.6 peaks down
+    # It starts down before the loud part and is back to 1 once the release time is over.
+    before = slice(len(quiet) - int(0.2 * ATTACK_S * RATE), len(quiet))
+    assert np.max(np.abs(out[before])) < 0.5 * 32767 * 0.99
+    after = len(quiet) + len(loud) + int(RELEASE_S * RATE) + 10
+    np.testing.assert_array_equal(out[after:], (audio[after:].astype(np.float64) * 32767).astype(np.int16))
+
+
+def test_the_limiter_carries_over_from_piece_to_piece():
+    audio = np.concatenate([_tone(0.2, 0.5), _tone(0.1, 1.6), _tone(0.6, 0.5)])
+    whole = PeakLimiter(1.0, RATE).pcm16(audio)
+    limiter = PeakLimiter(1.0, RATE)
+    cut = int(0.25 * RATE)  # inside the loud part: the second piece starts already limited
+    pieces = np.concatenate([limiter.pcm16(audio[:cut]), limiter.pcm16(audio[cut:])])
+    assert np.max(np.abs(pieces.astype(np.int32) - whole)) <= 1
+
+
+# -- through the protocol, as Home Assistant receives it ---------------------------------
+
+
+async def test_every_voice_at_the_same_level_through_home_assistants_client(standin_dir, hayakoe_levels):
+    """Plain and streamed requests, first chunk included, come out at the level decided at preparation."""
+    with ha.ServerProcess(standin_dir, *ha.SHARED_ARGS).start() as server:
+        for voice in VOICES:
+            plain = await ha.synthesize(server.host, server.port, REFERENCE_PASSAGE, voice=voice)
+            audio = np.frombuffer(bytes(plain.audio), dtype="<i2")
+            assert abs(db(audio) - hayakoe_levels[voice]) <= 1.0, voice
+            streamed = await ha.stream(server.host, server.port, [REFERENCE_PASSAGE], voice=voice)
+            first_chunk = np.frombuffer(streamed.chunks[0][1], dtype="<i2")
+            n = len(first_chunk)
+            np.testing.assert_array_equal(first_chunk, audio[:n])  # the first chunk already at its final level
+        with ha.ServerProcess(standin_dir, *ha.SHARED_ARGS, "--volume", "0.5").start() as softer:
+            half = await ha.synthesize(softer.host, softer.port, REFERENCE_PASSAGE, voice=VOICES[0])
+        full = await ha.synthesize(server.host, server.port, REFERENCE_PASSAGE, voice=VOICES[0])
+        ratio = db(np.frombuffer(bytes(half.audio), dtype="<i2")) - db(np.frombuffer(bytes(full.audio), dtype="<i2"))
+        assert abs(ratio + 20 * math.log10(2)) < 0.05, ratio
