@@ -19,7 +19,7 @@ import pytest
 
 from wyoming_hayakoe.engine import loudness
 from wyoming_hayakoe.engine.engine import Engine
-from wyoming_hayakoe.engine.loudness import ATTACK_S, REFERENCE_PASSAGE, RELEASE_S, PeakLimiter
+from wyoming_hayakoe.engine.loudness import KNEE, REFERENCE_PASSAGE, RELEASE_S, PeakLimiter
 from wyoming_hayakoe.engine.settings import SynthesisSettings
 from wyoming_hayakoe.engine.speech import synthesize
 
@@ -91,12 +91,10 @@ def test_volume_scales_the_level(engine):
 
 
 def test_a_text_louder_than_the_reference_is_limited_not_clipped(engine):
-    """Any text at volume 2: not a single sample at full scale for more than a few samples in a row."""
-    audio = ours(engine, VOICES[1], "本当に？すごい！やった！信じられない！", volume=2.0).astype(np.int32)
-    assert np.max(np.abs(audio)) <= 32767
-    pinned = np.abs(audio) >= 32760
-    longest = max((len(run) for run in np.split(pinned, np.flatnonzero(np.diff(pinned)) + 1) if run[0]), default=0)
-    assert longest <= 3, f"{longest} samples in a row at full scale: clipped"
+    """At volume 2 most peaks are over full scale: none is clipped (pinned at ±32767), few come near it."""
+    audio = np.abs(ours(engine, VOICES[1], "本当に？すごい！やった！信じられない！", volume=2.0).astype(np.int32))
+    assert np.max(audio) < 32767
+    assert np.mean(audio > 0.99 * 32767) < 0.001, np.mean(audio > 0.99 * 32767)
 
 
 # -- decided once, at preparation -----------------------------------------------------
@@ -136,32 +134,33 @@ def test_audio_under_full_scale_passes_unchanged():
     np.testing.assert_array_equal(out, (tone.astype(np.float64) * 2.0 * 32767).astype(np.int16))
 
 
-def test_peaks_are_turned_down_by_ramps_and_recover():
-    quiet, loud = _tone(0.3, 0.5), _tone(0.1, 1.6)
+def test_peaks_are_turned_down_smoothly_and_recover():
+    quiet, loud = _tone(0.3, 0.5), _tone(0.1, 1.2)
     audio = np.concatenate([quiet, loud, quiet, quiet, quiet])
-    out = PeakLimiter(1.0, RATE).pcm16(audio).astype(np.float64)
-    assert np.max(np.abs(out)) <= 32767
-    # The gain (out / in, where the int16 rounding hardly matters) moves by ramps, never by steps.
-    where = np.abs(audio) > 0.3
-    gain = out[where] / (audio[where].astype(np.float64) * 32767)
-    positions = np.flatnonzero(where)
-    slope = np.abs(np.diff(gain)) / np.diff(positions)
-    assert np.max(slope) <= 1.0 / (ATTACK_S * RATE) + 3e-4  # the rounding: 2 / (0.3 · 32767)
-    assert np.min(gain) < 0.7  # it did turn the 1.6 peaks down
-    # It starts down before the loud part and is back to 1 once the release time is over.
-    before = slice(len(quiet) - int(0.2 * ATTACK_S * RATE), len(quiet))
-    assert np.max(np.abs(out[before])) < 0.5 * 32767 * 0.99
-    after = len(quiet) + len(loud) + int(RELEASE_S * RATE) + 10
-    np.testing.assert_array_equal(out[after:], (audio[after:].astype(np.float64) * 32767).astype(np.int16))
+    out = PeakLimiter(1.0, RATE).pcm16(audio).astype(np.int32)
+    assert np.max(np.abs(out)) < 32767
+    # Not flattened: near the top the wave keeps rising and falling (a clipped one stays put).
+    top = np.abs(out[1:]) > 0.95 * 32767
+    assert np.sum(top & (np.diff(out) == 0)) < 0.1 * np.sum(top)
+    # The waves after the first loud one are scaled, not shaped: they keep their sine shape.
+    wave = slice(len(quiet) + len(loud) // 2, len(quiet) + len(loud) // 2 + RATE // 220)
+    assert np.corrcoef(out[wave], audio[wave])[0, 1] > 0.9999 and np.max(np.abs(out[wave])) > 0.9 * 32767
+    # Once the followed level has fallen back to the knee, the audio passes unchanged again.
+    end = len(quiet) + len(loud)
+    back = end + int((1.2 - KNEE) * RELEASE_S * RATE) + 10
+    unchanged = (audio.astype(np.float64) * 32767).astype(np.int16)
+    np.testing.assert_array_equal(out[back:], unchanged[back:])
+    assert np.any(out[end:back] != unchanged[end:back])  # turned down until then
 
 
-def test_the_limiter_carries_over_from_piece_to_piece():
-    audio = np.concatenate([_tone(0.2, 0.5), _tone(0.1, 1.6), _tone(0.6, 0.5)])
+@pytest.mark.parametrize("cuts", [[1], [11025], [5000, 5001, 13000, 20000], list(range(1024, 40000, 1024))])
+def test_the_same_audio_however_the_decoder_slices_it(cuts):
+    """Only past samples count: the pieces of one request give exactly the audio of the whole."""
+    audio = np.concatenate([_tone(0.2, 0.5), _tone(0.1, 1.6), _tone(0.6, 0.5), _tone(0.05, 1.2)])
     whole = PeakLimiter(1.0, RATE).pcm16(audio)
     limiter = PeakLimiter(1.0, RATE)
-    cut = int(0.25 * RATE)  # inside the loud part: the second piece starts already limited
-    pieces = np.concatenate([limiter.pcm16(audio[:cut]), limiter.pcm16(audio[cut:])])
-    assert np.max(np.abs(pieces.astype(np.int32) - whole)) <= 1
+    pieces = np.concatenate([limiter.pcm16(piece) for piece in np.split(audio, cuts)])
+    np.testing.assert_array_equal(pieces, whole)
 
 
 # -- through the protocol, as Home Assistant receives it ---------------------------------

@@ -128,7 +128,7 @@ async def test_startup_logs_health_check_and_sigterm(standin_dir):
         assert info.tts[0].voices[0].name == "standin-b"  # the default voice first
         result = await ha.synthesize(proc.host, proc.port, "こんにちは。")
         assert result.seconds > 0.1
-        assert proc.wait_for_log("5 characters, 1 sentence →"), proc.log  # singular, not "1 sentences"
+        assert proc.wait_for_log("6 characters, 1 sentence →"), proc.log  # singular, not "1 sentences"
         # A refused request: a warning that names the client and the reason.
         await ha.synthesize(proc.host, proc.port, "こんにちは。", voice="nobody")
         assert proc.wait_for_log("WARNING")

@@ -53,6 +53,10 @@ async def test_info_describes_voices_settings_and_the_dictionary(server, folder)
     voice = info["voices"][0]
     assert voice["sample_rate"] == 44100 and "Happy" in voice["styles"] and voice["default_style"] == "Neutral"
     assert set(voice["attribution"]) == {"name", "url"} and voice["license"]
+    # The names Home Assistant's voice list gives each style, as Describe lists them (one per style).
+    entries = {e["style"]: e["name"] for e in voice["home_assistant"]}
+    assert entries["Neutral"] == "standin-a" and entries["Happy"] == "standin-a:Happy"
+    assert len(entries) == len(voice["styles"]) == len(voice["home_assistant"])
     assert {k: (v["min"], v["max"]) for k, v in info["settings"].items()} == BOUNDS
     assert info["settings"]["noise_scale"]["default"] == 0  # the server's own defaults (--noise-scale 0)
     assert info["max_text_length"] == MAX_TEXT

@@ -10,7 +10,7 @@ chunk of a stream goes out at its final level. The gain is stored in the
 model cache, so a warm start does not measure it again.
 
 A later text may peak higher than the passage: `PeakLimiter` turns such
-peaks down smoothly (gain ramps, no waveshaping) instead of clipping them.
+peaks down smoothly instead of clipping them.
 A `volume` setting scales the level for users who want it louder or
 softer; the limiter keeps the louder settings from clipping too.
 """
@@ -44,8 +44,8 @@ MAX_GAIN = 1000.0  # +60 dB: a voice quieter than that is broken, not quiet
 LEVELS_FILE = "levels.json"  # in the model cache folder: gain by voice identity
 
 CEILING = 1.0  # full scale: int16 32767, as hayakoe's peak
-ATTACK_S = 0.01  # the limiter's gain moves down at most the full range in this time (ramps, not steps)...
-RELEASE_S = 0.5  # ... and back up at most the full range in this time
+KNEE = 0.9  # the limiter leaves audio below this level alone
+RELEASE_S = 0.5  # its followed level falls by full scale in this time
 
 
 def reference_style(voice: Voice) -> str:
@@ -134,34 +134,45 @@ def _write_levels(path: Path, levels: dict[str, float]) -> None:
 class PeakLimiter:
     """One request's audio at its voice's level × `volume`, peaks above full scale turned down, not clipped.
 
-    The limiter's gain follows what each sample needs, moving by ramps
-    (ATTACK_S down, RELEASE_S up) and starting down before a peak within a
-    piece; it carries over from piece to piece, so a stream is limited as
-    one piece would be, except that a peak at the very start of a piece
-    cannot be foreseen and is met with a step.
+    It follows the signal's peak level (at once when it rises, by a linear
+    release when it falls) and, where that level is above KNEE, scales the
+    audio so that it stays below full scale: a level of 1.6 comes out at
+    about 0.99, and the waves after a peak are scaled as a whole (no
+    distortion) until the level has fallen back. Only the rising edge of a
+    peak is shaped, softly, never flattened. It looks at past samples only:
+    the audio does not depend on how the decoder sliced it, so the same
+    request always sounds the same, and no audio is held back.
     """
 
     def __init__(self, gain: float, rate: int) -> None:
         self.gain = gain
-        self._down = 1.0 / (ATTACK_S * rate)  # gain change per sample
-        self._up = 1.0 / (RELEASE_S * rate)
-        self._reduction = 1.0  # the limiter's gain after the latest sample
+        self._fall = 1.0 / (RELEASE_S * rate)  # per sample
+        self._level = 0.0  # the followed peak level after the latest sample
 
     def pcm16(self, audio: np.ndarray) -> np.ndarray:
         """float audio of the voice → int16 at the level, never beyond full scale."""
         scaled = audio.astype(np.float64) * self.gain
-        if len(scaled) and (self._reduction < 1.0 or float(np.max(np.abs(scaled))) > CEILING):
-            scaled *= self._envelope(np.abs(scaled))
+        if len(scaled):
+            magnitude = np.abs(scaled)
+            if self._level > KNEE or float(np.max(magnitude)) > KNEE:
+                scaled *= self._gain(magnitude)
+            else:
+                self._level = max(0.0, self._level - len(scaled) * self._fall)
         return (np.clip(scaled, -CEILING, CEILING) * 32767).astype(np.int16)
 
-    def _envelope(self, magnitude: np.ndarray) -> np.ndarray:
-        """The gain for each sample: at most what keeps it under the ceiling, moving by ramps only."""
+    def _gain(self, magnitude: np.ndarray) -> np.ndarray:
         index = np.arange(len(magnitude), dtype=np.float64)
-        needed = np.minimum(1.0, CEILING / np.maximum(magnitude, 1e-12))
-        # Down before a peak: gain[i] ≤ needed[j] + (j - i)·down for every later j.
-        ahead = np.minimum.accumulate((needed + index * self._down)[::-1])[::-1] - index * self._down
-        # Up after it: gain[i] ≤ ahead[j] + (i - j)·up for every earlier j, and the previous piece's end.
-        gain = np.minimum.accumulate(ahead - index * self._up) + index * self._up
-        gain = np.minimum(np.minimum(gain, self._reduction + (index + 1) * self._up), 1.0)
-        self._reduction = float(gain[-1])
+        # level[i] = max(magnitude[j] - (i - j)·fall for j ≤ i, and the previous level fallen since)
+        level = np.maximum.accumulate(magnitude + index * self._fall) - index * self._fall
+        level = np.maximum(level, self._level - (index + 1) * self._fall)
+        self._level = float(level[-1])
+        over = level > KNEE
+        gain = np.ones_like(level)
+        gain[over] = _knee(level[over]) / level[over]
         return gain
+
+
+def _knee(level: np.ndarray) -> np.ndarray:
+    """Levels above KNEE bent smoothly below full scale (tanh: the slope 1 at KNEE, then ever flatter)."""
+    room = CEILING - KNEE
+    return KNEE + room * np.tanh((level - KNEE) / room)
