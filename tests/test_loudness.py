@@ -82,12 +82,14 @@ def test_the_raw_model_level_differs_from_hayakoe(engine, hayakoe_levels):
 
 
 def test_volume_scales_the_level(engine):
-    full = ours(engine, VOICES[0])
     half = ours(engine, VOICES[0], volume=0.5)
-    assert abs(db(half) - (db(full) - 20 * math.log10(2))) < 0.05
+    quarter = ours(engine, VOICES[0], volume=0.25)
+    assert abs(db(quarter) - (db(half) - 20 * math.log10(2))) < 0.05  # under the limiter's knee: exactly
+    full = ours(engine, VOICES[0])
+    assert 5.0 < db(full) - db(half) <= 6.03  # the passage's peaks reach the knee at volume 1
     loud = ours(engine, VOICES[0], volume=2.0)
-    assert np.max(np.abs(loud.astype(np.int32))) <= 32767
-    assert db(loud) > db(full) + 2.0  # louder, its peaks limited
+    assert np.max(np.abs(loud.astype(np.int32))) < 32767
+    assert db(loud) > db(full) + 1.0  # louder, its peaks limited
 
 
 def test_a_text_louder_than_the_reference_is_limited_not_clipped(engine):
@@ -174,11 +176,11 @@ async def test_every_voice_at_the_same_level_through_home_assistants_client(stan
             audio = np.frombuffer(bytes(plain.audio), dtype="<i2")
             assert abs(db(audio) - hayakoe_levels[voice]) <= 1.0, voice
             streamed = await ha.stream(server.host, server.port, [REFERENCE_PASSAGE], voice=voice)
-            first_chunk = np.frombuffer(streamed.chunks[0][1], dtype="<i2")
-            n = len(first_chunk)
-            np.testing.assert_array_equal(first_chunk, audio[:n])  # the first chunk already at its final level
+            first_chunk = np.frombuffer(streamed.chunks[0][1], dtype="<i2").astype(np.int32)
+            # The first chunk already at its final level (to the last bit the decoder's slicing may change).
+            assert np.max(np.abs(first_chunk - audio[: len(first_chunk)])) <= 1
         with ha.ServerProcess(standin_dir, *ha.SHARED_ARGS, "--volume", "0.5").start() as softer:
             half = await ha.synthesize(softer.host, softer.port, REFERENCE_PASSAGE, voice=VOICES[0])
         full = await ha.synthesize(server.host, server.port, REFERENCE_PASSAGE, voice=VOICES[0])
-        ratio = db(np.frombuffer(bytes(half.audio), dtype="<i2")) - db(np.frombuffer(bytes(full.audio), dtype="<i2"))
-        assert abs(ratio + 20 * math.log10(2)) < 0.05, ratio
+        ratio = db(np.frombuffer(bytes(full.audio), dtype="<i2")) - db(np.frombuffer(bytes(half.audio), dtype="<i2"))
+        assert 5.0 < ratio <= 6.03, ratio  # half as loud (the limiter's knee takes a little off the full level)

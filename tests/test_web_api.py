@@ -13,6 +13,7 @@ from urllib.parse import unquote
 
 import aiohttp
 import ha_client as ha
+import numpy as np
 import pytest
 from web_client import WebServer, call
 
@@ -307,7 +308,10 @@ async def test_trying_an_entry_speaks_it_without_saving(server, folder):
     assert len(tried.body) > len(plain.body)
     assert READING + "ゴロウ" not in await reading_of(server, WORD)  # tried, not saved
     again = await call(server.url, "POST", "api/speak", {"text": f"「{WORD}」と読みます。"})
-    assert again.body == plain.body
+    # The same audio, but for the last bit of a few samples: the decoder's slices follow its measured
+    # speed, which changes between requests (and the voice's level multiplies what they leave).
+    same, other = np.frombuffer(again.body, "<i2"), np.frombuffer(plain.body, "<i2")
+    assert len(same) == len(other) and np.max(np.abs(same.astype(int) - other)) <= 1 and np.mean(same == other) > 0.99
     own = await call(
         server.url, "POST", "api/dictionary/try", {"entry": entry, "text": f"{WORD}。", "voice": "standin-b"}
     )

@@ -240,8 +240,8 @@ class HayakoeHandler:
            silence, the same on both paths: a player given no audio at all
            fails (HA's MP3 of an empty stream cannot be read).
         2. `audio-stop`, whenever `audio-start` went out, and for a request
-           that succeeded — except after the error of a plain synthesize whose audio had
-           begun: Home Assistant up to 2026.2 ignores `error`, takes the
+           that succeeded; but not after the error of a plain synthesize,
+           even with its audio begun: Home Assistant up to 2026.2 ignores `error`, takes the
            first `audio-stop` as a normal end and caches the cut-off audio
            for good. Ended without it, the exchange is a failure to every
            client (HA says "no audio", caches nothing), as after a crash.
@@ -268,8 +268,8 @@ class HayakoeHandler:
                 "%s: nothing to say (%s); answering with %d ms of silence", label, why_silent, SILENCE_S * 1000
             )
             await out.silence(SILENCE_S)
-        plain_failure = error is not None and stream is None
-        if out is not None and (out.started or error is None) and not (plain_failure and not self.stdio):
+        hang_up = error is not None and stream is None and not self.stdio
+        if out is not None and (out.started or error is None) and not hang_up:
             await out.stop()
         if stream is not None:
             while not stream.queue.empty() or self._stream is stream:
@@ -277,7 +277,7 @@ class HayakoeHandler:
                 if await stream.queue.get() is END:
                     break
             await self.write_event(SynthesizeStopped().event())
-        elif plain_failure and not self.stdio:
+        elif hang_up:
             self._hang_up()
 
     # -- events ------------------------------------------------------------------
