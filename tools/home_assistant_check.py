@@ -8,8 +8,9 @@ integration, then checks what a user sees:
 2. blank and symbols-only text through `tts_get_url`: a file ffprobe can read;
 3. an old `voice:<default style>` name still speaks;
 4. the level of a reference passage in every voice (decoded by ffmpeg);
-5. SIGTERM to the server while it answers a long text: what Home Assistant
-   answers and whether anything lands in its TTS cache (`config/tts/`).
+5. SIGTERM to the server once its answer to a long text has begun to flow:
+   what Home Assistant answers and whether anything lands in its TTS cache
+   (`config/tts/`).
 
 Needs a Home Assistant installed in its own virtual environment (for
 example `pip install homeassistant==2025.4.4`) and ffmpeg/ffprobe on PATH.
@@ -283,10 +284,9 @@ async def check(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         hass.stop()
         server.stop()
-    report["home assistant log lines about wyoming/tts"] = [
-        line for line in hass.text().splitlines() if re.search(r"wyoming|tts", line, re.I) and "ERROR" in line
+    report["home assistant errors"] = [
+        line[:200] for line in hass.text().splitlines() if re.search(r"wyoming|tts", line, re.I) and "ERROR" in line
     ][-10:]
-    report["server warnings"] = [line for line in server.text().splitlines() if "WARNING" in line][-10:]
     return report
 
 
@@ -295,21 +295,35 @@ async def stop_mid_answer(
 ) -> dict[str, Any]:
     """SIGTERM while the server answers a long text with HA's cache on; then what HA answered and cached."""
     cached_before = set((config / "tts").glob("*"))
+    port = int(server.command[server.command.index("--uri") + 1].rsplit(":", 1)[1])
     request = asyncio.create_task(home.speak(LONG_TEXT, cache=True))
-    await asyncio.sleep(args.stop_after)  # long enough for the audio to have begun
+    deadline = time.monotonic() + args.timeout
+    while _bytes_sent(port) < AUDIO_BEGUN and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(args.stop_after)
     code = server.stop(signal.SIGTERM)
     status, data = await request
     await asyncio.sleep(3)  # HA stores a finished answer in the background
     cached = sorted(str(p.name) for p in set((config / "tts").glob("*")) - cached_before)
-    refused = [line for line in server.text().splitlines() if "refused" in line]
-    result: dict[str, Any] = {"server exit code": code, "server": refused, "status": status, "cached files": cached}
+    warnings = [line for line in server.text().splitlines() if line.startswith("WARNING")]
+    result: dict[str, Any] = {"server exit code": code, "server": warnings, "status": status, "cached files": cached}
     if status == 200:
         result.update(probe(data, work, "stopped.mp3"))
-    port = int(server.command[server.command.index("--uri") + 1].rsplit(":", 1)[1])
     restarted = server_process(args, port, work, "server-restarted.log").start()
     restarted.wait_for(r"Listening on", args.timeout)
     result["restarted"] = restarted
     return result
+
+
+AUDIO_BEGUN = 64 * 1024  # bytes sent on one connection once its audio flows (0.7 s at 44.1 kHz)
+
+
+def _bytes_sent(port: int) -> int:
+    """The most any open connection from `port` has sent (Linux, `ss`)."""
+    done = subprocess.run(
+        ["ss", "-tinH", "state", "established", f"( sport = :{port} )"], capture_output=True, text=True
+    )
+    return max((int(n) for n in re.findall(r"bytes_sent:(\d+)", done.stdout)), default=0)
 
 
 def main() -> int:
@@ -319,7 +333,7 @@ def main() -> int:
     parser.add_argument("--data-dir", type=Path, action="append", required=True, help="the server's model folder")
     parser.add_argument("--cache-dir", type=Path, default=None, help="the server's model cache")
     parser.add_argument("--server-arg", action="append", default=[], help="another server flag (repeatable)")
-    parser.add_argument("--stop-after", type=float, default=5.0, help="seconds of answering before the SIGTERM")
+    parser.add_argument("--stop-after", type=float, default=1.0, help="seconds after its audio began to SIGTERM it")
     parser.add_argument("--timeout", type=float, default=600.0)
     args = parser.parse_args()
     report = asyncio.run(check(args))

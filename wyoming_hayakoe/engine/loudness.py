@@ -10,8 +10,7 @@ chunk of a stream goes out at its final level. The gain is stored in the
 model cache, so a warm start does not measure it again.
 
 A later text may peak higher than the passage: `PeakLimiter` turns such
-peaks down smoothly instead of clipping them.
-A `volume` setting scales the level for users who want it louder or
+peaks down smoothly instead of clipping them. A `volume` setting scales the level for users who want it louder or
 softer; the limiter keeps the louder settings from clipping too.
 """
 
@@ -24,6 +23,7 @@ import math
 import os
 import tempfile
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -55,11 +55,7 @@ def reference_style(voice: Voice) -> str:
 
 def reference_peak(voice: Voice, bert: BertEncoder) -> float:
     """The peak of the reference passage in `voice`, sentence by sentence as hayakoe speaks it."""
-    settings = SynthesisSettings(
-        style=reference_style(voice),
-        noise_scale=REFERENCE_SETTINGS.noise_scale,
-        noise_w_scale=REFERENCE_SETTINGS.noise_w_scale,
-    )
+    settings = replace(REFERENCE_SETTINGS, style=reference_style(voice))
     peak = 0.0
     for sentence in split_sentences(REFERENCE_PASSAGE):
         phonemes = voice.frontend.phonemize(sentence)

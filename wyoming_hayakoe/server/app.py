@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import time
 from collections.abc import Sequence
@@ -168,7 +169,15 @@ def run_server(
     service = build_service(config, engine, default_voice, scheduler)
     try:
         asyncio.run(serve(config, service, listener, front_ends))
-    finally:
-        if not scheduler.close(timeout=10):
-            _LOGGER.warning("The inference worker did not stop in time")
+    except BaseException:
+        scheduler.close(timeout=10)
+        raise
+    if not scheduler.close(timeout=10):
+        # A model run still going (a long step on a slow machine) would abort the interpreter's exit
+        # ("terminate called without an active exception"), which reads as a crash: everything is
+        # closed and answered, so leave without waiting for it.
+        _LOGGER.warning("The inference worker did not stop in time; exiting without it")
+        _LOGGER.info("Stopped")
+        logging.shutdown()
+        os._exit(0)
     _LOGGER.info("Stopped")
