@@ -44,6 +44,13 @@ def snapshot(folder: Path) -> dict[str, tuple[int, bytes]]:
     return {p.name: (p.stat().st_ino, p.read_bytes()) for p in sorted(folder.iterdir())}
 
 
+def same_audio(one: bytes, other: bytes) -> bool:
+    """The same samples but for the last bit of a few: the decoder's slices follow its measured speed,
+    which changes between requests, and the voice's level scales what the slicing leaves in the floats."""
+    a, b = np.frombuffer(one, "<i2").astype(np.int32), np.frombuffer(other, "<i2").astype(np.int32)
+    return len(a) == len(b) and int(np.max(np.abs(a - b), initial=0)) <= 1 and float(np.mean(a == b)) > 0.99
+
+
 # -- info and the page ---------------------------------------------------------------
 
 
@@ -88,7 +95,7 @@ async def test_speak_streams_the_same_samples_as_wyoming(server):
     assert page.headers["Content-Type"] == "audio/L16; rate=44100; channels=1"
     assert page.headers["X-Sample-Rate"] == "44100" and page.headers.get("Transfer-Encoding") == "chunked"
     wyoming = await ha.synthesize(server.host, server.port, text, voice="standin-b", speaker="Happy")
-    assert len(page.body) > 44100 and page.body == bytes(wyoming.audio)
+    assert len(page.body) > 44100 and same_audio(page.body, bytes(wyoming.audio))
     other = await call(server.url, "POST", "api/speak", {"text": text, "voice": "standin-b", "length_scale": 1.5})
     assert len(other.body) > len(page.body) * 1.2  # the settings are applied
 
@@ -308,10 +315,7 @@ async def test_trying_an_entry_speaks_it_without_saving(server, folder):
     assert len(tried.body) > len(plain.body)
     assert READING + "ゴロウ" not in await reading_of(server, WORD)  # tried, not saved
     again = await call(server.url, "POST", "api/speak", {"text": f"「{WORD}」と読みます。"})
-    # The same audio, but for the last bit of a few samples: the decoder's slices follow its measured
-    # speed, which changes between requests (and the voice's level multiplies what they leave).
-    same, other = np.frombuffer(again.body, "<i2"), np.frombuffer(plain.body, "<i2")
-    assert len(same) == len(other) and np.max(np.abs(same.astype(int) - other)) <= 1 and np.mean(same == other) > 0.99
+    assert same_audio(again.body, plain.body)
     own = await call(
         server.url, "POST", "api/dictionary/try", {"entry": entry, "text": f"{WORD}。", "voice": "standin-b"}
     )
