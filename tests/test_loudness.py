@@ -39,8 +39,8 @@ def ours(engine: Engine, voice: str, text: str = REFERENCE_PASSAGE, **settings) 
 
 
 @pytest.fixture(scope="module")
-def engine(standin_dir: Path, tmp_path_factory) -> Engine:
-    return Engine.load([standin_dir], voices=list(VOICES), cache_dir=tmp_path_factory.mktemp("cache"))
+def engine(standin_dir: Path, model_cache: Path) -> Engine:
+    return Engine.load([standin_dir], voices=list(VOICES), cache_dir=model_cache)
 
 
 @pytest.fixture(scope="module")
@@ -102,24 +102,25 @@ def test_a_text_louder_than_the_reference_is_limited_not_clipped(engine):
 # -- decided once, at preparation -----------------------------------------------------
 
 
-def test_the_level_is_stored_and_not_measured_again(standin_dir, tmp_path, monkeypatch):
-    first = Engine.load([standin_dir], voices=["standin-a"], cache_dir=tmp_path)
-    stored = json.loads((tmp_path / loudness.LEVELS_FILE).read_text())
+def test_the_level_is_stored_and_not_measured_again(standin_dir, model_cache, monkeypatch):
+    (model_cache / loudness.LEVELS_FILE).unlink(missing_ok=True)
+    first = Engine.load([standin_dir], voices=["standin-a"], cache_dir=model_cache)
+    stored = json.loads((model_cache / loudness.LEVELS_FILE).read_text())
     assert list(stored.values()) == [pytest.approx(first.voice("standin-a").gain)]
 
     def measure(*args):
         raise AssertionError("measured again on a warm start")
 
     monkeypatch.setattr(loudness, "reference_peak", measure)
-    again = Engine.load([standin_dir], voices=["standin-a"], cache_dir=tmp_path)
+    again = Engine.load([standin_dir], voices=["standin-a"], cache_dir=model_cache)
     assert again.voice("standin-a").gain == first.voice("standin-a").gain
 
 
-def test_a_damaged_levels_file_is_measured_again(standin_dir, tmp_path):
-    (tmp_path / loudness.LEVELS_FILE).write_text("{not json", encoding="utf-8")
-    engine = Engine.load([standin_dir], voices=["standin-a"], cache_dir=tmp_path)
+def test_a_damaged_levels_file_is_measured_again(standin_dir, model_cache):
+    (model_cache / loudness.LEVELS_FILE).write_text("{not json", encoding="utf-8")
+    engine = Engine.load([standin_dir], voices=["standin-a"], cache_dir=model_cache)
     assert engine.voice("standin-a").gain > 0
-    assert len(json.loads((tmp_path / loudness.LEVELS_FILE).read_text())) == 1
+    assert len(json.loads((model_cache / loudness.LEVELS_FILE).read_text())) == 1
 
 
 # -- the limiter ----------------------------------------------------------------------
