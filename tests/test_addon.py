@@ -365,6 +365,7 @@ OPTIONS = {
     "sdp_ratio": 0.3,
     "noise_scale": 0.5,
     "noise_w_scale": 0.7,
+    "volume": 1.5,
     "backend": "openvino",
     "precision": "f32",
     "debug_logging": True,
@@ -455,6 +456,7 @@ def test_run_script_passes_every_option(tmp_path):
     assert float(flag(argv, "--sdp-ratio")[0]) == 0.3
     assert float(flag(argv, "--noise-scale")[0]) == 0.5
     assert float(flag(argv, "--noise-w-scale")[0]) == 0.7
+    assert float(flag(argv, "--volume")[0]) == 1.5
     assert flag(argv, "--backend") == ["openvino"] and flag(argv, "--precision") == ["f32"]
     assert "--debug" in argv and "--no-download" in argv
     assert flag(argv, "--data-dir") == [str(addon.data), str(addon.image)], "no /share/hayakoe folder"
@@ -485,11 +487,12 @@ def test_run_script_defaults(tmp_path, config):
 
     args = build_parser().parse_args(argv)
     hayakoe = SynthesisSettings()
-    assert (args.style_weight, args.sdp_ratio, args.noise_scale, args.noise_w_scale) == (
+    assert (args.style_weight, args.sdp_ratio, args.noise_scale, args.noise_w_scale, args.volume) == (
         hayakoe.style_weight,
         hayakoe.sdp_ratio,
         hayakoe.noise_scale,
         hayakoe.noise_w_scale,
+        hayakoe.volume,
     ), "the add-on's defaults are hayakoe's"
 
 

@@ -44,20 +44,30 @@ def test_info_round_trips_through_the_wire_format(cards):
     (program,) = info.tts
     assert program.name == "hayakoe" and program.version == __version__ and program.installed
     assert program.supports_synthesize_streaming is False
-    names = [v.name for v in program.voices]
-    assert names[0] == "mine"  # the default voice first
-    assert set(names) == {
-        "jvnv-F1-jp",
-        "jvnv-F1-jp:Neutral",
-        "jvnv-F1-jp:Happy",
-        "jvnv-F1-jp:Sad",
-        "tsukuyomi_chan",
-        "mine",
-        "mine:ノーマル",
-        "mine:怒り",  # one style: no extra entry
+    entries = {v.name: v.description for v in program.voices}
+    assert program.voices[0].name == "mine"  # the default voice first
+    # One entry per voice and style; the plain name is the default style, labelled with it.
+    assert entries == {
+        "mine": "mine (Japanese) – ノーマル",
+        "mine:怒り": "mine (Japanese) – 怒り",
+        "jvnv-F1-jp": "JVNV F1 (female, Japanese) – Neutral",
+        "jvnv-F1-jp:Happy": "JVNV F1 (female, Japanese) – Happy",
+        "jvnv-F1-jp:Sad": "JVNV F1 (female, Japanese) – Sad",
+        "tsukuyomi_chan": "Tsukuyomi-chan (female, Japanese) – Neutral",
     }
+    assert len(program.voices) == len(entries)  # no name twice
     for voice in program.voices:
-        assert voice.installed and voice.languages == ["ja"] and voice.description
+        assert voice.installed and voice.languages == ["ja"]
+        # The styles, for a YAML `speaker` option, hang on the plain name only.
+        styles = [s.name for s in voice.speakers or []]
+        assert styles == (list(cards[voice.name].styles) if ":" not in voice.name else [])
+
+
+def test_old_names_of_default_styles_still_resolve(cards):
+    """`jvnv-F1-jp:Neutral` was listed before: automations that name it keep speaking."""
+    assert resolve_voice(cards, "mine", "jvnv-F1-jp:Neutral", None) == ("jvnv-F1-jp", "Neutral")
+    assert resolve_voice(cards, "mine", "tsukuyomi_chan:Neutral", None) == ("tsukuyomi_chan", "Neutral")
+    assert resolve_voice(cards, "jvnv-F1-jp", "mine:ノーマル", None) == ("mine", "ノーマル")
 
 
 def test_resolve_defaults_names_and_speakers(cards):

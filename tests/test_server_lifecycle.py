@@ -104,6 +104,11 @@ async def test_startup_logs_health_check_and_sigterm(standin_dir):
     proc = ha.ServerProcess(standin_dir, "--voice", "standin-b", "--style", "Happy").start()
     try:
         log = proc.log
+        # A log a user can read: what runs, first; no notice about PyTorch, which is never used.
+        assert proc.lines[0].endswith(
+            f"wyoming-hayakoe {__version__} starting with 2 voices: standin-a, standin-b (default standin-b)"
+        ), proc.lines[0]
+        assert "PyTorch" not in log and "2 voices, default standin-b" in log
         assert "Loaded voice standin-a from" in log and "Loaded voice standin-b from" in log
         assert str(standin_dir) in log
         assert "default standin-b" in log
@@ -123,6 +128,12 @@ async def test_startup_logs_health_check_and_sigterm(standin_dir):
         assert info.tts[0].voices[0].name == "standin-b"  # the default voice first
         result = await ha.synthesize(proc.host, proc.port, "こんにちは。")
         assert result.seconds > 0.1
+        assert proc.wait_for_log("6 characters, 1 sentence →"), proc.log  # singular, not "1 sentences"
+        # A refused request: a warning that names the client and the reason.
+        await ha.synthesize(proc.host, proc.port, "こんにちは。", voice="nobody")
+        assert proc.wait_for_log("WARNING")
+        (refused,) = [line for line in proc.lines if line.startswith("WARNING")]
+        assert "127.0.0.1:" in refused and "refused: Unknown voice 'nobody'" in refused, refused
 
         # SIGTERM in the middle of a request: clean exit, the client sees the end.
         request = asyncio.create_task(ha.synthesize(proc.host, proc.port, "長い文章です。" * 60))
@@ -131,8 +142,9 @@ async def test_startup_logs_health_check_and_sigterm(standin_dir):
         code = await asyncio.get_running_loop().run_in_executor(None, proc.stop, signal.SIGTERM, 20.0)
         assert code == 0, proc.log
         assert time.monotonic() - started < 15
-        result = await request  # never hangs: all its audio, or error shutting-down and audio-stop
-        assert result.ended_by == "audio-stop" and [e.code for e in result.errors] in ([], ["shutting-down"])
+        result = await request  # never hangs: all its audio, or error shutting-down and no audio-stop
+        ends = (result.ended_by, [e.code for e in result.errors])
+        assert ends in (("audio-stop", []), ("eof", ["shutting-down"])), ends
         assert "Shutting down" in proc.log and "Stopped" in proc.log
         assert "Traceback" not in proc.log
     finally:
@@ -221,3 +233,22 @@ def test_console_script_is_installed_or_module_runs():
     command = [script, "--version"] if script else [PY, "-m", "wyoming_hayakoe", "--version"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=ha.ROOT)
     assert done.returncode == 0 and done.stdout.strip() == __version__
+
+
+@pytest.mark.parametrize("through_the_tokenizer_loader", [True, False])
+def test_no_pytorch_notice_in_the_log(bert_tokenizer_dir, through_the_tokenizer_loader):
+    """transformers without PyTorch (as in the add-on) announces that models are unavailable; we drop that line.
+
+    The control case imports transformers directly, to show the notice would be there.
+    """
+    load = (
+        f"from wyoming_hayakoe.engine.bert import load_tokenizer; load_tokenizer(Path({str(bert_tokenizer_dir)!r}))"
+        if through_the_tokenizer_loader
+        else "import transformers.models.bert_japanese.tokenization_bert_japanese"
+    )
+    code = f"import sys; from pathlib import Path; sys.modules['torch'] = None; {load}"
+    # hayakoe, the test oracle, silences all of transformers' advice for this process and its children.
+    env = {k: v for k, v in os.environ.items() if k != "TRANSFORMERS_NO_ADVISORY_WARNINGS"}
+    done = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=120, cwd=ha.ROOT, env=env)
+    assert done.returncode == 0, done.stderr
+    assert ("PyTorch was not found" in done.stderr) is not through_the_tokenizer_loader, done.stderr

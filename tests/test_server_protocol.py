@@ -76,12 +76,14 @@ async def test_describe_gives_one_installed_program_with_every_voice_and_style(s
         base = voices[name]
         assert base.installed and base.languages == ["ja"] and base.description
         assert [s.name for s in base.speakers] == STYLES
-        # HA's UI passes only the voice name: every style is its own voice too.
-        for style in STYLES:
+        # HA's UI passes only the voice name: every style is a voice of its own, the plain name the
+        # default style (and labelled with it), with no twin for that style.
+        assert base.description.endswith(" – Neutral") and f"{name}:Neutral" not in voices
+        for style in STYLES[1:]:
             combo = voices[f"{name}:{style}"]
             assert combo.installed and combo.languages == ["ja"]
-            assert style in combo.description and combo.description != base.description
-    assert len(voices) == 2 * (1 + len(STYLES))
+            assert combo.description.endswith(f" – {style}") and not combo.speakers
+    assert len(voices) == 2 * len(STYLES)
     # What HA builds its voice list from: (voice_id, name) per language.
     labels = [(v.name, v.description) for v in program.voices if v.installed for _ in v.languages]
     assert len({label for _, label in labels}) == len(labels), "UI labels must be unique"
@@ -126,6 +128,9 @@ async def test_voice_style_and_speaker_selection(server, rates):
     assert other.rate == rates["standin-b"] and other.seconds > 0.5
     default = await ha.synthesize(server.host, server.port, TEXT)  # no voice: the default voice
     assert default.audio == neutral.audio
+    # No longer listed, but a name automations may hold: the default style's own name still speaks.
+    old_name = await ha.synthesize(server.host, server.port, TEXT, voice="standin-a:Neutral")
+    assert old_name.audio == neutral.audio and not old_name.errors
 
 
 # -- streaming --------------------------------------------------------------------

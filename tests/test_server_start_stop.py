@@ -69,7 +69,7 @@ def test_the_port_is_held_but_refuses_connections_while_models_load(standin_dir,
         with pytest.raises(ConnectionRefusedError):  # not accepting yet: HA cannot take it for ready
             socket.create_connection(("127.0.0.1", port), timeout=5).close()
         assert "Listening on" not in proc.log
-        assert proc.wait_for_log("Listening on", 60), proc.log
+        assert proc.wait_for_log("Listening on", 120), proc.log  # a first start also measures the voice's level
         with socket.create_connection(("127.0.0.1", port), timeout=5):
             pass
         assert proc.stop() == 0
@@ -106,6 +106,11 @@ async def _collect(reader: asyncio.StreamReader, audio: asyncio.Event) -> list[E
 async def test_sigterm_ends_running_requests_with_shutting_down(standin_dir):
     proc = ha.ServerProcess(standin_dir, "--load-voice", "standin-a", *ha.SHARED_ARGS).start()
     try:
+        # Home Assistant's own client: it ignores `error` and takes the first audio-stop for the end.
+        as_ha = ha.TtsResult()
+        home_assistant = asyncio.create_task(
+            ha._synthesize(proc.host, proc.port, LONG_TEXT, None, None, as_ha)  # noqa: SLF001
+        )
         plain_reader, plain_writer = await asyncio.open_connection(proc.host, proc.port)
         await async_write_event(Synthesize(text=LONG_TEXT).event(), plain_writer)
         stream_reader, stream_writer = await asyncio.open_connection(proc.host, proc.port)
@@ -115,16 +120,24 @@ async def test_sigterm_ends_running_requests_with_shutting_down(standin_dir):
         plain = asyncio.create_task(_collect(plain_reader, plain_audio))
         streamed = asyncio.create_task(_collect(stream_reader, stream_audio))
         await asyncio.wait_for(asyncio.gather(plain_audio.wait(), stream_audio.wait()), 60)
+        while not as_ha.chunks:
+            await asyncio.sleep(0.01)
 
         code = await asyncio.get_running_loop().run_in_executor(None, proc.stop, signal.SIGTERM, 20.0)
         plain_events, stream_events = await asyncio.gather(plain, streamed)  # both end: the server closed them
+        await asyncio.wait_for(home_assistant, 30)
         plain_writer.close()
         stream_writer.close()
         assert code == 0, proc.log
 
+        # A plain synthesize cut short ends without audio-stop: a client that ignores `error` (HA up to
+        # 2026.2) must not take the audio so far for the whole answer (and cache it).
         types = [e.type for e in plain_events]
-        assert types[0] == "audio-start" and types[-2:] == ["error", "audio-stop"], types[-5:]
-        assert Error.from_event(plain_events[-2]).code == "shutting-down"
+        assert types[0] == "audio-start" and types[-1] == "error" and "audio-stop" not in types, types[-5:]
+        assert Error.from_event(plain_events[-1]).code == "shutting-down"
+        # So HA's client ends with the connection, not with an audio-stop: it reports "no audio", caches nothing.
+        assert as_ha.audio and as_ha.ended_by == "eof" and as_ha.count("audio-stop") == 0, as_ha.ended_by
+        assert [e.code for e in as_ha.errors] == ["shutting-down"]
         types = [e.type for e in stream_events]
         assert types[0] == "audio-start" and types[-3:] == ["error", "audio-stop", "synthesize-stopped"], types[-5:]
         assert Error.from_event(stream_events[-3]).code == "shutting-down"

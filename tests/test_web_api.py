@@ -13,6 +13,7 @@ from urllib.parse import unquote
 
 import aiohttp
 import ha_client as ha
+import numpy as np
 import pytest
 from web_client import WebServer, call
 
@@ -43,6 +44,13 @@ def snapshot(folder: Path) -> dict[str, tuple[int, bytes]]:
     return {p.name: (p.stat().st_ino, p.read_bytes()) for p in sorted(folder.iterdir())}
 
 
+def same_audio(one: bytes, other: bytes) -> bool:
+    """The same samples but for the last bit of a few: the decoder's slices follow its measured speed,
+    which changes between requests, and the voice's level scales what the slicing leaves in the floats."""
+    a, b = np.frombuffer(one, "<i2").astype(np.int32), np.frombuffer(other, "<i2").astype(np.int32)
+    return len(a) == len(b) and int(np.max(np.abs(a - b), initial=0)) <= 1 and float(np.mean(a == b)) > 0.99
+
+
 # -- info and the page ---------------------------------------------------------------
 
 
@@ -53,6 +61,10 @@ async def test_info_describes_voices_settings_and_the_dictionary(server, folder)
     voice = info["voices"][0]
     assert voice["sample_rate"] == 44100 and "Happy" in voice["styles"] and voice["default_style"] == "Neutral"
     assert set(voice["attribution"]) == {"name", "url"} and voice["license"]
+    # The names Home Assistant's voice list gives each style, as Describe lists them (one per style).
+    entries = {e["style"]: e["name"] for e in voice["home_assistant"]}
+    assert entries["Neutral"] == "standin-a" and entries["Happy"] == "standin-a:Happy"
+    assert len(entries) == len(voice["styles"]) == len(voice["home_assistant"])
     assert {k: (v["min"], v["max"]) for k, v in info["settings"].items()} == BOUNDS
     assert info["settings"]["noise_scale"]["default"] == 0  # the server's own defaults (--noise-scale 0)
     assert info["max_text_length"] == MAX_TEXT
@@ -83,7 +95,7 @@ async def test_speak_streams_the_same_samples_as_wyoming(server):
     assert page.headers["Content-Type"] == "audio/L16; rate=44100; channels=1"
     assert page.headers["X-Sample-Rate"] == "44100" and page.headers.get("Transfer-Encoding") == "chunked"
     wyoming = await ha.synthesize(server.host, server.port, text, voice="standin-b", speaker="Happy")
-    assert len(page.body) > 44100 and page.body == bytes(wyoming.audio)
+    assert len(page.body) > 44100 and same_audio(page.body, bytes(wyoming.audio))
     other = await call(server.url, "POST", "api/speak", {"text": text, "voice": "standin-b", "length_scale": 1.5})
     assert len(other.body) > len(page.body) * 1.2  # the settings are applied
 
@@ -318,7 +330,7 @@ async def test_trying_an_entry_speaks_it_without_saving(server, folder):
     assert len(tried.body) > len(plain.body)
     assert READING + "ゴロウ" not in await reading_of(server, WORD)  # tried, not saved
     again = await call(server.url, "POST", "api/speak", {"text": f"「{WORD}」と読みます。"})
-    assert again.body == plain.body
+    assert same_audio(again.body, plain.body)
     own = await call(
         server.url, "POST", "api/dictionary/try", {"entry": entry, "text": f"{WORD}。", "voice": "standin-b"}
     )

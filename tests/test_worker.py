@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from wyoming_hayakoe.worker import Busy, Scheduler, SchedulerClosed
+from wyoming_hayakoe.worker import Busy, LaneClosed, Scheduler, SchedulerClosed
 
 
 @pytest.fixture
@@ -91,6 +91,27 @@ async def test_closing_a_lane_cancels_its_queued_jobs(scheduler):
     assert first.cancelled()  # the running job's result is dropped, not delivered
     assert ran == ["blocker"]
     with scheduler.open_lane() as other:  # the worker carries on
+        assert await other.run(lambda: 42) == 42
+
+
+async def test_closing_a_lane_frees_its_waiter_before_the_running_job_ends(scheduler):
+    """A server stopping answers a request at once, not after a step that may take seconds on a slow machine."""
+    started, release = threading.Event(), threading.Event()
+
+    def long_step():
+        started.set()
+        release.wait(10)
+        return "discarded"
+
+    lane = scheduler.open_lane()
+    waiter = asyncio.create_task(lane.run(long_step))
+    await asyncio.get_running_loop().run_in_executor(None, started.wait, 5)
+    lane.close()
+    with pytest.raises(LaneClosed):
+        await asyncio.wait_for(waiter, 2)  # the step is still running
+    assert not release.is_set()
+    release.set()
+    with scheduler.open_lane() as other:  # the worker carries on, once the step is done
         assert await other.run(lambda: 42) == 42
 
 

@@ -13,7 +13,8 @@ steps depend on each other); different lanes interleave. At most
 `max_requests` lanes exist at once: opening one more raises `Busy`, which
 the handler turns into an `error` event. Closing a lane drops its pending
 jobs and discards the result of a job still running, so a client that
-disconnects stops costing CPU after its current sentence.
+disconnects stops costing CPU after its current step; its waiter learns at
+once (a server stopping answers its requests without waiting for the step).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ class Lane:
         self._scheduler = scheduler
         self.label = label
         self.jobs: deque[_Job] = deque()
-        self.running = False
+        self.running: _Job | None = None  # the job on the worker now
         self.closed = False
 
     def submit(self, fn: Callable[[], T]) -> asyncio.Future[T]:
@@ -97,7 +98,7 @@ class Lane:
         return future.result()
 
     def close(self) -> None:
-        """Release the lane: pending jobs are cancelled, a running one is discarded."""
+        """Release the lane: pending jobs are cancelled, a running one's waiter too (its result is discarded)."""
         self._scheduler._close_lane(self)
 
     def __enter__(self) -> Lane:
@@ -172,7 +173,7 @@ class Scheduler:
                 job.future.cancel()
                 return
             lane.jobs.append(job)
-            if not lane.running and len(lane.jobs) == 1:
+            if lane.running is None and len(lane.jobs) == 1:
                 self._ready.append(lane)
                 self._lock.notify()
 
@@ -182,7 +183,7 @@ class Scheduler:
                 return
             lane.closed = True
             self._lanes.discard(lane)
-            dropped = list(lane.jobs)
+            dropped = list(lane.jobs) + ([lane.running] if lane.running is not None else [])
             lane.jobs.clear()
             try:
                 self._ready.remove(lane)
@@ -204,7 +205,7 @@ class Scheduler:
                     return
                 lane = self._ready.popleft()
                 job = lane.jobs.popleft()
-                lane.running = True
+                lane.running = job
             result: Any = None
             error: BaseException | None = None
             if not job.future.cancelled():
@@ -213,7 +214,7 @@ class Scheduler:
                 except BaseException as err:  # delivered to the awaiting request
                     error = err
             with self._lock:
-                lane.running = False
+                lane.running = None
                 if lane.jobs and not lane.closed:
                     self._ready.append(lane)  # to the back: round-robin between lanes
                 discard = lane.closed

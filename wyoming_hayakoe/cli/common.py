@@ -63,6 +63,14 @@ def add_synthesis_arguments(
         metavar="X",
         help="Stochastic vs. deterministic duration mix, 0-1 (default: %(default)s)",
     )
+    group.add_argument(
+        "--volume",
+        type=float,
+        default=defaults.volume,
+        metavar="X",
+        help="Loudness, 0.1-2: 1 is hayakoe's level, 0.5 half as loud (-6 dB), 2 twice (+6 dB; peaks are "
+        "limited, never clipped) (default: %(default)s)",
+    )
 
 
 def settings_from(args: argparse.Namespace) -> SynthesisSettings:
@@ -74,6 +82,7 @@ def settings_from(args: argparse.Namespace) -> SynthesisSettings:
         noise_scale=args.noise_scale,
         noise_w_scale=args.noise_w_scale,
         sdp_ratio=args.sdp_ratio,
+        volume=args.volume,
     )
 
 

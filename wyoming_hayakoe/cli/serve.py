@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             logging.getLogger(noisy).setLevel(logging.WARNING)
     log = logging.getLogger("wyoming_hayakoe")
 
-    from ..server.config import ServerConfig, StartupError, ensure_voices
+    from ..server.config import ServerConfig, StartupError, ensure_voices, starting
 
     try:
         for name in [args.voice, *args.load_voice]:
@@ -247,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
 
             ipaddress.ip_address(config.zeroconf_host)
         listener.bind()  # a port in use is reported now, not after the models load
+        log.info("%s", starting(config, __version__))
         front_ends = _web_front_ends(args, config, log)
     except (StartupError, ValueError) as err:  # InvalidSettings, InvalidVoiceName, bad URI, address or port
         log.error("%s", err)

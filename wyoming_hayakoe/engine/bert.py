@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,17 @@ def load_tokenizer(folder: Path) -> Any:
     installed. A `tokenizer.json` beside it (ku-nlp's folder has a WordPiece
     one, which splits differently) is not read.
     """
+    library_log = logging.getLogger("transformers")
+    if not any(isinstance(f, _NoPyTorchNotice) for f in library_log.filters):
+        library_log.addFilter(_NoPyTorchNotice())
     from transformers.models.bert_japanese.tokenization_bert_japanese import BertJapaneseTokenizer
 
     return BertJapaneseTokenizer.from_pretrained(str(folder), local_files_only=True)
+
+
+class _NoPyTorchNotice(logging.Filter):
+    """Drops the notice transformers logs when imported without PyTorch ("PyTorch was not found. Models
+    won't be available…"): we use its tokenizer only, never PyTorch, so it reads like a broken install."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("PyTorch was not found")

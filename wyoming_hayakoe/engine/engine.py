@@ -14,6 +14,7 @@ from ..text.hayakoe.sentences import cut_position
 from ..text.rewrite import HomeAssistantReader
 from .bert import BertEncoder
 from .limits import fits_one_pass
+from .loudness import level_voices
 from .pauses import BoundaryPause
 from .settings import SynthesisSettings
 from .voice import SentenceAudio, Voice
@@ -143,6 +144,7 @@ class Engine:
                 except PreparationError as err:  # one model refused; the other voices are still served
                     refused[found.path] = err.reason
                     _LOGGER.warning("AIVMX file %s refused: %s", found.path, err.reason)
+        level_voices(loaded, bert, cache.folder)
         return cls(bert, loaded, HomeAssistantReader(keep_words))
 
     @property

@@ -11,6 +11,7 @@ BOUNDS = {
     "noise_scale": (0.0, 2.0),
     "noise_w_scale": (0.0, 2.0),
     "sdp_ratio": (0.0, 1.0),
+    "volume": (0.1, 2.0),
 }
 
 
@@ -28,6 +29,7 @@ class SynthesisSettings:
     noise_scale: float = 0.6
     noise_w_scale: float = 0.8
     sdp_ratio: float = 0.2
+    volume: float = 1.0  # × the voice's level, which is hayakoe's (engine/loudness.py)
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -27,6 +27,7 @@ from ..text import Phonemes, UnpronounceableText
 from ..text.hayakoe.sentences import has_speech
 from .engine import Engine
 from .limits import fitting_parts
+from .loudness import PeakLimiter
 from .pauses import MIN_PAUSE_SECONDS, BoundaryPause, gap_samples, trailing_silence
 from .settings import SynthesisSettings
 from .voice import DECODE_SPEED_MARGIN, DecodeRun
@@ -99,6 +100,7 @@ class Speech:
         self.engine = engine
         self.label = label or voice_name
         self.result = SpeechResult()
+        self._level = PeakLimiter(self.voice.gain * self.settings.volume, self.voice.sample_rate)
         self.created = time.monotonic()
         self._stream_rewrite = engine.reader.stream()
         self._previous_text: str | None = None
@@ -220,7 +222,7 @@ class Speech:
         """`audio` as it goes out, counted for the listener's playback."""
         now = time.monotonic()
         self._heard_by = max(self._heard_by or now, now) + len(audio) / self.voice.sample_rate
-        return to_pcm16(audio)
+        return self._level.pcm16(audio)
 
     def _audio_ahead(self) -> float:
         """Seconds of audio out but not yet heard by a listener who started playing at the first piece."""
@@ -265,11 +267,6 @@ def warm_up(engine: Engine) -> None:
     for voice in engine.voices.values():
         for _ in synthesize(engine, "準備。完了", voice.name, SynthesisSettings(style=voice.styles[0])):
             pass
-
-
-def to_pcm16(audio: np.ndarray) -> np.ndarray:
-    """float ±1 → int16, clipping instead of wrapping."""
-    return (np.clip(audio, -1.0, 1.0) * 32767).astype(np.int16)
 
 
 async def play(speech: Speech, pieces: Iterator[np.ndarray], sink: AudioSink, run: RunStep = inline) -> None:

@@ -170,6 +170,7 @@ class Voice:
         self.style_vectors = style_vectors.astype(np.float32)
         self.frontend = frontend
         self.models = models
+        self.gain = 1.0  # brings the voice to hayakoe's loudness; decided at preparation (loudness.py)
         self.decode_factor: float | None = None  # decoding seconds per second of audio decoded, smoothed
         self._decoder_cold = True  # its first run includes ONNX Runtime's lazy initialisation
         self.runtimes = runtimes or {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import time
 from collections.abc import Sequence
@@ -21,6 +22,7 @@ from .handler import HayakoeHandler
 from .info import voice_card
 from .listener import Listener
 from .service import ServerOptions, Service
+from .wording import counted
 from .zeroconf import ZeroconfAdvertiser, advertised_address, default_service_name
 
 _LOGGER = logging.getLogger(__name__)
@@ -76,9 +78,9 @@ def load_engine(config: ServerConfig, selection: VoiceSelection) -> tuple[Engine
     if config.warm_up:
         warm_up(engine)
     _LOGGER.info(
-        "Ready in %.1f s: %d voice(s), default %s; %s",
+        "Ready in %.1f s: %s, default %s; %s",
         time.monotonic() - started,
-        len(engine.voices),
+        counted(len(engine.voices), "voice"),
         default_voice,
         "; ".join(f"{v.name} ({v.sample_rate} Hz) from {v.origin}" for v in engine.voices.values()),
     )
@@ -167,7 +169,15 @@ def run_server(
     service = build_service(config, engine, default_voice, scheduler)
     try:
         asyncio.run(serve(config, service, listener, front_ends))
-    finally:
-        if not scheduler.close(timeout=10):
-            _LOGGER.warning("The inference worker did not stop in time")
+    except BaseException:
+        scheduler.close(timeout=10)
+        raise
+    if not scheduler.close(timeout=10):
+        # A model run still going (a long step on a slow machine) would abort the interpreter's exit
+        # ("terminate called without an active exception"), which reads as a crash: everything is
+        # closed and answered, so leave without waiting for it.
+        _LOGGER.warning("The inference worker did not stop in time; exiting without it")
+        _LOGGER.info("Stopped")
+        logging.shutdown()
+        os._exit(0)
     _LOGGER.info("Stopped")

@@ -44,6 +44,10 @@ class AudioOut:
             )
             self.samples += len(piece)
 
+    async def silence(self, seconds: float) -> None:
+        """`seconds` of silence: the answer to a text with nothing to say, which every player can play."""
+        await self.add(np.zeros(round(self.rate * seconds), dtype=np.int16))
+
     async def stop(self) -> None:
         await self.start()
         await self._write(AudioStop(timestamp=self._ms()).event())

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..engine.settings import SynthesisSettings
 from ..store import DEFAULT_REPO, check_voice_name, installed_voices, missing_files
+from .wording import counted
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ def ensure_voices(config: ServerConfig) -> VoiceSelection:
     data_dirs = list(config.data_dirs)
     if config.download_dir is not None and config.download_dir not in data_dirs:
         data_dirs.append(config.download_dir)
-    configured = list(dict.fromkeys(check_voice_name(v) for v in [config.voice, *config.load_voices] if v))
+    configured = _configured(config)
     absent = missing_files(data_dirs, configured)
     missing = absent.incomplete if absent is not None else []
     if absent is not None and configured:
@@ -95,7 +96,29 @@ def ensure_voices(config: ServerConfig) -> VoiceSelection:
             f"Start with --voice {PREFERRED_DEFAULT_VOICE} to download one, or run:\n"
             f"  wyoming-hayakoe-download --voice {PREFERRED_DEFAULT_VOICE} --data-dir {data_dirs[0]}"
         )
+    load, default = _chosen(config, configured, installed)
+    return VoiceSelection(data_dirs, default, load)
+
+
+def _configured(config: ServerConfig) -> list[str]:
+    return list(dict.fromkeys(check_voice_name(v) for v in [config.voice, *config.load_voices] if v))
+
+
+def _chosen(config: ServerConfig, configured: list[str], installed: list[str]) -> tuple[list[str] | None, str]:
+    """The voices to load (None: every installed one) and the default voice."""
     load = configured if config.load_voices else None
     candidates = load or installed
     default = config.voice or (PREFERRED_DEFAULT_VOICE if PREFERRED_DEFAULT_VOICE in candidates else candidates[0])
-    return VoiceSelection(data_dirs, default, load)
+    return load, default
+
+
+def starting(config: ServerConfig, version: str) -> str:
+    """The first line of the log: the version and the voices it is about to serve (before any download)."""
+    data_dirs = list(config.data_dirs) + ([config.download_dir] if config.download_dir is not None else [])
+    configured = _configured(config)
+    installed = list(dict.fromkeys(installed_voices(data_dirs) + configured))
+    if not installed:
+        return f"wyoming-hayakoe {version} starting; no voices installed"
+    load, default = _chosen(config, configured, installed)
+    voices = load or installed
+    return f"wyoming-hayakoe {version} starting with {counted(len(voices), 'voice')}: {', '.join(voices)} (default {default})"

@@ -3,7 +3,8 @@
     describe                      → info
     ping                          → pong
     synthesize {text, voice?}     → audio-start, audio-chunk…, audio-stop
-                                    (or error, then the connection closes)
+                                    (or error, then the connection closes,
+                                    with no audio-stop after audio begun)
     synthesize-start {voice?}     ┐
     synthesize-chunk {text} …     │ → audio-start, audio-chunk… as sentences complete,
     synthesize {text}  (ignored)  │   audio-stop, synthesize-stopped
@@ -15,8 +16,9 @@ the reader keeps taking events (so streamed text is segmented while earlier
 sentences are being spoken, and a reset connection is noticed at once).
 Responses on one connection are written in request order. Every synthesis
 request ends in `HayakoeHandler._end`: an `error` event with a stable `code`
-if it failed, `audio-stop` for audio begun, `synthesize-stopped` last for a
-stream. Malformed events get error `bad-request` and the connection stays.
+if it failed, `audio-stop` for audio begun (not after a plain synthesize's
+error), `synthesize-stopped` last for a stream. A text with nothing to say
+is a short silence. Malformed events get error `bad-request` and the connection stays.
 """
 
 from __future__ import annotations
@@ -38,13 +40,24 @@ from ..engine.speech import Speech, play
 from ..worker import Lane, LaneClosed
 from .audio import AudioOut
 from .events import BadEvent, read_event
-from .requests import Codes, RequestError, internal_error, nothing_spoken, shutting_down, text_of, voice_of
+from .requests import (
+    Codes,
+    RequestError,
+    internal_error,
+    nothing_to_say,
+    shutting_down,
+    text_of,
+    unreadable,
+    voice_of,
+)
 from .service import Service
 from .streaming import END, Stream, StreamFailed
+from .wording import counted
 
 _LOGGER = logging.getLogger(__name__)
 
 LINGER_S = 5.0  # seconds a hung-up connection waits for the client to close its side
+SILENCE_S = 0.1  # the answer to a text with nothing to say: valid audio, where no audio breaks players
 
 
 class HayakoeHandler:
@@ -99,7 +112,7 @@ class HayakoeHandler:
                 try:
                     self._on_event(item)
                 except RequestError as err:
-                    _LOGGER.info("%s: %s → error %s: %s", self.peer, item.type, err.code, err.text)
+                    _LOGGER.warning("%s: %s refused: %s (error %s)", self.peer, item.type, err.text, err.code)
                     self._reply(err.event())
             if not gone and self._tail is not None:
                 # End of input: stdin closed, or a socket shut for writing only
@@ -213,31 +226,50 @@ class HayakoeHandler:
         self._respond(send)
 
     async def _end(
-        self, label: str, out: AudioOut | None, error: RequestError | None, stream: Stream | None = None
+        self,
+        label: str,
+        out: AudioOut | None,
+        error: RequestError | None,
+        stream: Stream | None = None,
+        why_silent: str | None = None,
     ) -> None:
         """How every synthesis request ends: its last events, always in this order.
 
-        1. `error`, if the request failed. It goes out *before* the
-           `audio-stop` of audio already begun: a non-streaming client stops
-           reading at the first `audio-stop` (HA, wyoming-bench, the HTTP
-           gateway), so an error sent after it would never be seen; clients
-           that ignore errors (HA up to 2026.2) still find the audio-stop.
+        1. `error`, if the request failed; if it succeeded with nothing to
+           say (`why_silent`: blank, only symbols or markup), SILENCE_S of
+           silence, the same on both paths: a player given no audio at all
+           fails (HA's MP3 of an empty stream cannot be read).
         2. `audio-stop`, whenever `audio-start` went out, and for a request
-           that succeeded without a sound (a valid, empty answer).
+           that succeeded; but not after the error of a plain synthesize,
+           even with its audio begun: Home Assistant up to 2026.2 ignores `error`, takes the
+           first `audio-stop` as a normal end and caches the cut-off audio
+           for good. Ended without it, the exchange is a failure to every
+           client (HA says "no audio", caches nothing), as after a crash.
         3. For a stream: `synthesize-stopped`, once the client has ended its
            text with synthesize-stop.
 
         After the error of a plain synthesize the connection is closed (not
-        for stdio, whose end would stop the server). Home Assistant up to
-        2026.2 ignores `error` and waits, with no timeout, for audio-stop or
-        the end of the connection; the end is what every version notices
-        ("no audio"), and what wyoming-piper's failing handler gives too.
-        A stream needs no hang-up: synthesize-stopped ends every version's read.
+        for stdio, whose end would stop the server: there `audio-stop` still
+        ends the answer). Home Assistant up to 2026.2 waits, with no timeout,
+        for audio-stop or the end of the connection; the end is what every
+        version notices, and what wyoming-piper's failing handler gives too.
+        A stream needs no hang-up: synthesize-stopped ends every version's
+        read. Its audio already sent cannot be taken back (HA up to 2026.2
+        keeps it whatever follows), so a failed stream still ends in
+        `audio-stop` and `synthesize-stopped` after its `error`, which newer
+        HA reports as a failure.
         """
         if error is not None:
-            _LOGGER.info("%s: error %s: %s", label, error.code, error.text)
+            how = f"stopped after {out.seconds:.1f} s of audio" if out is not None and out.started else "refused"
+            _LOGGER.warning("%s %s: %s (error %s)", label, how, error.text, error.code)
             await self.write_event(error.event())
-        if out is not None and (out.started or error is None):
+        elif out is not None and why_silent and not out.started:
+            _LOGGER.info(
+                "%s: nothing to say (%s); answering with %d ms of silence", label, why_silent, SILENCE_S * 1000
+            )
+            await out.silence(SILENCE_S)
+        hang_up = error is not None and stream is None and not self.stdio
+        if out is not None and (out.started or error is None) and not hang_up:
             await out.stop()
         if stream is not None:
             while not stream.queue.empty() or self._stream is stream:
@@ -245,7 +277,7 @@ class HayakoeHandler:
                 if await stream.queue.get() is END:
                     break
             await self.write_event(SynthesizeStopped().event())
-        elif error is not None and not self.stdio:
+        elif hang_up:
             self._hang_up()
 
     # -- events ------------------------------------------------------------------
@@ -306,8 +338,11 @@ class HayakoeHandler:
         try:
             voice_name, settings = service.settings_for(voice)
             service.check_length(len(text))
-            if not text.strip():
-                raise RequestError(Codes.EMPTY_TEXT, "Text is empty: nothing to say")
+            if not text.strip():  # nothing to say: no model work, so never busy
+                rate = service.engine.voice(voice_name).sample_rate
+                out = AudioOut(self.write_event, rate, service.options.samples_per_chunk)
+                self._respond(lambda: self._end(label, out, None, why_silent="the text is blank"))
+                return
             lane = service.open_lane(label)
         except RequestError as err:
             self._fail(label, err)
@@ -326,7 +361,7 @@ class HayakoeHandler:
             if _LOGGER.isEnabledFor(logging.DEBUG):
                 await lane.run(lambda: log_reading(_LOGGER, label, engine, voice_name, text, settings))
             await play(speech, speech.text(text), out, lane.run)
-            error = nothing_spoken(speech.result)
+            error = unreadable(speech.result)
         except LaneClosed:  # only `stop` closes the lane of a running synthesize
             error = shutting_down()
         except (ConnectionError, OSError):
@@ -334,8 +369,8 @@ class HayakoeHandler:
         except Exception:  # a bug: answer, and still end the request properly
             _LOGGER.exception("%s: synthesis failed", label)
             error = internal_error()
-        await self._end(label, out, error)
-        if error is None:
+        await self._end(label, out, error, why_silent=nothing_to_say(speech.result))
+        if error is None and speech.result.spoken:
             _log_done(label, f"{voice_name}/{settings.style}", len(text), speech, out)
 
     # streaming -------------------------------------------------------------------
@@ -403,7 +438,7 @@ class HayakoeHandler:
                 async for sentence in stream.sentences():
                     spoken.append(sentence)
                     await play(speech, speech.sentence(sentence), out, lane.run)
-                error = nothing_spoken(speech.result)
+                error = unreadable(speech.result)
             except StreamFailed as failed:
                 error = failed.error
             except LaneClosed:  # the stream failed, or `stop` closed the lane of one fully read
@@ -414,8 +449,15 @@ class HayakoeHandler:
                 _LOGGER.exception("%s: synthesis failed", stream.label)
                 stream.fail(internal_error())
                 error = await stream.error()
-        await self._end(stream.label, out, error, stream)
-        if out is not None and stream.speech is not None and stream.lane is not None and error is None:
+        why_silent = nothing_to_say(stream.speech.result) if stream.speech is not None else None
+        await self._end(stream.label, out, error, stream, why_silent)
+        if (
+            out is not None
+            and stream.speech is not None
+            and stream.lane is not None
+            and error is None
+            and not why_silent
+        ):
             _log_done(stream.label, stream.voice, stream.length, stream.speech, out)
             if _LOGGER.isEnabledFor(logging.DEBUG):  # the text is complete only now, its audio sent
                 speech, text = stream.speech, "".join(spoken)
@@ -430,11 +472,11 @@ class HayakoeHandler:
 def _log_done(label: str, voice: str, chars: int, speech: Speech, out: AudioOut) -> None:
     result = speech.result
     _LOGGER.info(
-        "%s: %s, %d chars, %d sentences → %.2f s audio in %.2f s (first audio after %.2f s)",
+        "%s: %s, %s, %s → %.2f s audio in %.2f s (first audio after %.2f s)",
         label,
         voice,
-        chars,
-        result.sentences,
+        counted(chars, "character"),
+        counted(result.sentences, "sentence"),
         out.seconds,
         time.monotonic() - speech.created,
         result.first_audio or 0.0,

@@ -3,12 +3,14 @@
 Home Assistant's voice picker lists each advertised voice (by its
 `description`) and sends back only the voice name, plus a `speaker` that
 can be set in YAML but not in the UI. So that every style can be picked in
-the UI, each loaded voice is advertised twice over:
+the UI, there is one entry per voice and style:
 
-- `jvnv-F1-jp`: the voice in its default style, with the styles listed as
+- `jvnv-F1-jp`: the voice in its default style, described with it
+  ("JVNV F1 (female, Japanese) – Neutral"), with the styles listed as
   `speakers` (a `speaker` option picks one);
-- `jvnv-F1-jp:Happy`, `jvnv-F1-jp:Sad`, …: one entry per style, described as
-  "JVNV F1 (female, Japanese) – Happy" (only for voices with several styles).
+- `jvnv-F1-jp:Happy`, `jvnv-F1-jp:Sad`, …: each other style. The default
+  style has no such entry (it would be the same voice twice), but its name
+  (`jvnv-F1-jp:Neutral`), used before, is still understood.
 
 An AIVMX voice is described by its speaker and model names from the
 file's manifest, and its attribution carries the model's creators and its
@@ -117,31 +119,42 @@ def voice_card(
     return VoiceCard(name, *describe_aivmx(aivmx), styles, default, aivmx.license or NO_LICENCE)
 
 
+@dataclass(frozen=True)
+class VoiceEntry:
+    """One entry of the voice list Home Assistant shows: a voice in one style."""
+
+    name: str  # what Home Assistant sends back
+    style: str
+    description: str  # its label in Home Assistant
+
+
+def voice_entries(card: VoiceCard) -> list[VoiceEntry]:
+    """The entries of one voice: its default style under the plain name first, then the other styles."""
+    others = [style for style in card.styles if style != card.default_style]
+    return [_entry(card, card.name, card.default_style)] + [
+        _entry(card, f"{card.name}{STYLE_SEPARATOR}{style}", style) for style in others
+    ]
+
+
+def _entry(card: VoiceCard, name: str, style: str) -> VoiceEntry:
+    return VoiceEntry(name, style, f"{card.description} – {style}" if style else card.description)
+
+
 def build_info(cards: Iterable[VoiceCard], streaming: bool, default_voice: str | None = None) -> Info:
-    """The Info event body: one installed program, base voices plus voice:style entries."""
+    """The Info event body: one installed program, one voice entry per loaded voice and style."""
     voices: list[TtsVoice] = []
     for card in sorted(cards, key=lambda c: (c.name != default_voice, c.name)):
-        voices.append(
-            TtsVoice(
-                name=card.name,
-                description=card.description,
-                attribution=card.attribution,
-                installed=True,
-                version=None,
-                languages=["ja"],
-                speakers=[TtsVoiceSpeaker(name=style) for style in card.styles] or None,
-            )
-        )
-        for style in card.styles if len(card.styles) > 1 else ():
+        speakers = [TtsVoiceSpeaker(name=style) for style in card.styles] or None  # on the plain name only
+        for entry in voice_entries(card):
             voices.append(
                 TtsVoice(
-                    name=f"{card.name}{STYLE_SEPARATOR}{style}",
-                    description=f"{card.description} – {style}",
+                    name=entry.name,
+                    description=entry.description,
                     attribution=card.attribution,
                     installed=True,
                     version=None,
                     languages=["ja"],
-                    speakers=None,
+                    speakers=speakers if entry.name == card.name else None,
                 )
             )
     program = TtsProgram(

@@ -64,6 +64,25 @@ def nothing_spoken(result: SpeechResult) -> RequestError | None:
     return RequestError(Codes.UNPRONOUNCEABLE, failure) if failure is not None else None
 
 
+def unreadable(result: SpeechResult) -> RequestError | None:
+    """A Wyoming request's error when its text could not be read at all (the frontend refused every part).
+
+    Text with nothing to say (blank, only symbols, emoji or markup) is no
+    error there: it is answered with a short silence, which every player
+    can play (see `nothing_to_say`).
+    """
+    return nothing_spoken(result) if result.skipped else None
+
+
+def nothing_to_say(result: SpeechResult) -> str | None:
+    """Why a Wyoming request that succeeded made no sound, for the log; None if it spoke."""
+    if result.spoken:
+        return None
+    if result.unspeakable:
+        return "no letters, kana, kanji or digits after removing markup and symbols"
+    return "the text is blank"
+
+
 def shutting_down() -> RequestError:
     return RequestError(Codes.SHUTTING_DOWN, "The server is shutting down")
 

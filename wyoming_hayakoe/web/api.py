@@ -25,7 +25,7 @@ from .. import __version__
 from ..engine.reading import TextReading, log_reading, read_text
 from ..engine.settings import BOUNDS, SynthesisSettings
 from ..engine.speech import RunStep, Speech, play
-from ..server.info import AMITARO, JVNV, TSUKUYOMI
+from ..server.info import AMITARO, JVNV, TSUKUYOMI, voice_entries
 from ..server.requests import Codes, RequestError, internal_error, nothing_spoken
 from ..server.service import Service
 from ..text.errors import UserDictionaryError
@@ -168,6 +168,11 @@ class Api:
                     "description": card.description,
                     "styles": list(card.styles),
                     "default_style": card.default_style,
+                    # The voice list Home Assistant shows: the name to pick each style by.
+                    "home_assistant": [
+                        {"name": entry.name, "style": entry.style, "description": entry.description}
+                        for entry in voice_entries(card)
+                    ],
                     "sample_rate": service.engine.voices[name].sample_rate,
                     "attribution": {"name": card.attribution.name, "url": card.attribution.url},
                     "license": card.license

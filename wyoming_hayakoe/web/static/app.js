@@ -66,6 +66,8 @@
       by: "Voice by",
       sampleRate: "{rate} Hz",
       playSample: "Play a sample of {voice} in the style {style}",
+      homeAssistantName: "In Home Assistant: {name}",
+      defaultStyle: "default",
       sampleText: "こんにちは。今日もいい天気ですね。",
       defaultText: "こんにちは。今日の最高気温は23.5°Cです。",
       defaultVoice: "default",
@@ -139,6 +141,8 @@
       by: "提供",
       sampleRate: "{rate} Hz",
       playSample: "{voice} の {style} のサンプルを再生",
+      homeAssistantName: "Home Assistant での名前: {name}",
+      defaultStyle: "既定",
       sampleText: "こんにちは。今日もいい天気ですね。",
       defaultText: "こんにちは。今日の最高気温は23.5°Cです。",
       defaultVoice: "既定",
@@ -557,11 +561,18 @@
     const items = info.voices.map((voice) => {
       const styles = element("ul", { class: "styles", "aria-label": t("styles") });
       for (const style of voice.styles) {
+        // The name Home Assistant's voice list gives this voice and style (the plain name: the default style).
+        const entry = voice.home_assistant.find((item) => item.style === style);
         const button = element(
           "button",
-          { type: "button", class: "play", "aria-label": t("playSample", { voice: voice.name, style }) },
+          {
+            type: "button",
+            class: "play",
+            title: t("homeAssistantName", { name: entry.name }),
+            "aria-label": t("playSample", { voice: voice.name, style }),
+          },
           element("span", { "aria-hidden": "true", text: "▶ " }),
-          style,
+          style === voice.default_style ? `${style} (${t("defaultStyle")})` : style,
         );
         button.addEventListener("click", () =>
           playInto("api/speak", { text: t("sampleText"), voice: voice.name, style }, status, error).catch(() => {}),
