@@ -48,7 +48,9 @@ def hayakoe_levels(standin_dir: Path) -> dict[str, float]:
     """hayakoe's level of the reference passage, per voice (noise off, as we measure it)."""
     pytest.importorskip("hayakoe", reason="hayakoe is the test oracle (installed by script/test)")
     from hayakoe import TTS
+    from hayakoe_g2p import use_our_g2p
 
+    use_our_g2p()  # both sides read the passage alike: only the levels differ
     tts = TTS(device="cpu", bert_source=str(standin_dir))
     for voice in VOICES:
         tts.load(voice, source=str(standin_dir))
