@@ -9,7 +9,7 @@ ONNX Runtime.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..store import VoiceFiles
 from .cache import (
@@ -28,6 +28,7 @@ from .models import VoiceModels
 from .ort import OrtDecoder, OrtDurationPredictor, OrtFront, OrtWholeSynthesizer, Session, open_session
 
 _LOGGER = logging.getLogger(__name__)
+UNTIL_MEASURED = "until the other runtimes are measured, after the start"
 _told_no_openvino = False
 
 
@@ -74,7 +75,9 @@ def load_voice(files: VoiceFiles, cache: ModelCache, request: RuntimeRequest, ch
             decoder=OrtDecoder(_open(synthesizer, DECODER, threads), *names),
             duration_predictor=duration_predictor,
         )
-        runtimes = {DECODER: synthesizer.runtime(DECODER)}  # unmeasured when forced onto ONNX Runtime
+        # Unmeasured when forced onto ONNX Runtime, or (auto) until measured after the start.
+        choice = synthesizer.runtime(DECODER)
+        runtimes = {DECODER: replace(choice, note=UNTIL_MEASURED) if synthesizer.unmeasured else choice}
     else:
         models = VoiceModels(
             whole=OrtWholeSynthesizer(open_session(synthesizer.parts[WHOLE], threads)),
@@ -83,3 +86,8 @@ def load_voice(files: VoiceFiles, cache: ModelCache, request: RuntimeRequest, ch
         runtimes = {}
     _tell_once_if_no_openvino(runtimes)
     return LoadedVoice(models, synthesizer.unsplit_reason, runtimes)
+
+
+def with_measured_decoder(models: VoiceModels, measured: PreparedModel, threads: int | None) -> VoiceModels:
+    """`models` with the decoder opened on the runtime a measurement chose for it (`ModelCache.measure`)."""
+    return replace(models, decoder=OrtDecoder(_open(measured, DECODER, threads), measured.latent, measured.speaker))

@@ -1,14 +1,24 @@
-"""Choosing the decoder's runtime by measuring it on this machine (in the cache's child process).
+"""Choosing the decoder's runtime by measuring it on this machine, in a child process.
 
 Which runtime is faster depends on the CPU (OpenVINO won on an AVX-512 EPYC
 and lost with oneDNN capped at AVX2), so it is measured where the server
 runs. The decoder is converted to OpenVINO IR with its 1-D ConvTranspose
-widened (deconv.py), compiled at f32 (and bf16, where eligible), and run on
-the same input as ONNX Runtime f32 (the front's latent of a made-up
-sentence): a warm-up, then the best of three timed runs. A candidate whose
-output disagrees with ONNX Runtime's (below `F32_MIN_SNR_DB`, or
-`BF16_MIN_SNR_DB` for bf16, or another shape) is never chosen; of the rest,
-the fastest is. The losers' files are removed from the entry.
+widened (deconv.py), compiled at f32 (and at the lower precision this CPU
+computes natively: bf16 on x86 with AVX512_BF16 or AMX, f16 on ARMv8.2+
+cores with FP16 arithmetic), and run on the same input as ONNX Runtime f32
+(the front's latent of a made-up sentence): a warm-up, then the best of
+three timed runs. A candidate whose output disagrees with ONNX Runtime's
+(below `F32_MIN_SNR_DB` at f32, `LOWER_MIN_SNR_DB` at bf16 or f16, or
+another shape) is never chosen; of the rest, the fastest is. The losers'
+files are removed from the entry.
+
+It never delays a first start: with `--backend auto`, the cache's entry
+starts on ONNX Runtime f32 and this module runs later as its own child
+(`python -m wyoming_hayakoe.runtime.measure ENTRY ...`, started by
+`ModelCache.measure`), at low priority, dying with the process that started
+it, and rewriting the entry's manifest in one step when it is done. A
+forced `--backend openvino` is measured by the optimizer's child instead
+(`choose_decoder_runtime`), as the voice must start on it.
 
 Only the decoder: OpenVINO keeps the largest intermediate buffers a
 dynamic-shape model ever needed for as long as the compiled model lives.
@@ -21,39 +31,56 @@ ONNX Runtime.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import ctypes
+import fcntl
 import hashlib
 import json
+import logging
+import os
+import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 
 from .cache import (
+    BACKENDS,
     DECODER,
     FRONT,
     GROWS,
+    MANIFEST,
+    MEASURING_LOCK,
     NO_OPENVINO,
     OPENVINO,
     OPENVINO_CACHE,
+    PLAIN_DECODER,
+    PRECISIONS,
     TIMINGS,
     RuntimeChoice,
     RuntimeRequest,
     cpu_signature,
     onnxruntime_version,
     openvino_version,
+    write_manifest,
 )
 from .deconv import widen_conv_transposes
 from .models import SynthesisInputs
 from .ort import OrtDecoder, OrtFront, Session, open_session
-from .split import SplitSynthesizer
 
-F32_MIN_SNR_DB = 100.0
-BF16_MIN_SNR_DB = 50.0
+F32_MIN_SNR_DB = 100.0  # f32 on another runtime: the same computation, only summed in another order
+# A lower precision must measure at least this against f32 on the voice itself. Home Assistant
+# re-encodes the audio to MP3 (V0) for media players, and that step alone measures 36.9 dB on
+# OpenJTalk speech (128 kbps: 25 dB): an error at 38 dB is smaller than what HA adds, far below
+# audibility. `--precision f32` keeps exact audio.
+LOWER_MIN_SNR_DB = 38.0
 SENTENCE_PHONES = 150  # about a long sentence
 DECODER_FRAMES = 100
 TIMED_RUNS = 3
@@ -74,23 +101,25 @@ class Steps:
         print(f"progress {self.done} {self.total} {doing}", file=sys.stderr, flush=True)
 
 
-def bf16_native(cpuinfo: str | None = None) -> bool:
-    """Whether this CPU computes bf16 itself: AVX512_BF16 or AMX on x86, the bf16 feature on ARM.
-
-    Elsewhere bf16 is emulated, slower than f32. No Cortex-A72 (a Pi 4)
-    lists bf16; a Cortex-A76 (a Pi 5) has f16 but not bf16.
+def native_lower_precision(cpuinfo: str | None = None) -> str | None:
+    """The precision below f32 this CPU computes itself, per /proc/cpuinfo: bf16 on x86 with
+    AVX512_BF16 or AMX, f16 on ARMv8.2+ cores with FP16 arithmetic (`asimdhp`: Cortex-A55/A76,
+    a Pi 5, HA Green, RK3588). None elsewhere: emulated, it is slower than f32. A Cortex-A72
+    (a Pi 4) stores f16 but does not compute it, and lists no `asimdhp`.
     """
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
         except OSError:
-            return False
+            return None
     for line in cpuinfo.splitlines():
         key, _, value = line.partition(":")
-        if key.strip().lower() in ("flags", "features"):
-            features = set(value.split())
-            return bool(features & {"avx512_bf16", "amx_bf16", "bf16"})
-    return False
+        features = set(value.split())
+        if key.strip().lower() == "flags":  # x86
+            return "bf16" if features & {"avx512_bf16", "amx_bf16"} else None
+        if key.strip().lower() == "features":  # ARM
+            return "f16" if "asimdhp" in features else None
+    return None
 
 
 def snr_db(reference: np.ndarray, test: np.ndarray) -> float:
@@ -256,6 +285,15 @@ class KnownTimings:
             self.path.write_text(json.dumps(self.known, indent=1), encoding="utf-8")
 
 
+def openvino_missing() -> str:
+    """Why OpenVINO cannot run here (a note for the log), "" if it can."""
+    try:
+        from . import openvino  # noqa: F401  (imported here: a missing or broken OpenVINO is a note)
+    except ImportError as err:
+        return f"{NO_OPENVINO} ({err})"
+    return ""
+
+
 class Measurer:
     """Measures parts for one cache entry (`out`) as `request` allows, one step of `steps` each."""
 
@@ -264,29 +302,26 @@ class Measurer:
         self.out = out
         self.steps = steps
         self.timings = KnownTimings(out.parent)  # the entry is made in a work folder inside the cache's
-        self.openvino_error = ""
-        if request.backend != "onnxruntime":
-            try:
-                from . import openvino  # noqa: F401  (imported here: a missing or broken OpenVINO is a note)
-            except ImportError as err:
-                self.openvino_error = f"{NO_OPENVINO} ({err})"
+        self.openvino_error = openvino_missing() if request.backend != "onnxruntime" else ""
 
     def _precisions(self) -> tuple[list[str], str]:
-        """OpenVINO precisions to try for the decoder, and why bf16 is not among them (if it is not)."""
+        """OpenVINO precisions to try for the decoder, and why no lower one is among them (if none is)."""
         if self.request.backend == "onnxruntime":
             return [], ""
         if self.openvino_error:
             return [], self.openvino_error
+        native = native_lower_precision()
         if self.request.precision == "f32":
             return ["f32"], ""
-        if self.request.precision == "bf16":
-            return ["bf16"], "" if bf16_native() else "bf16 forced on a CPU without native bf16"
-        if bf16_native():
-            return ["f32", "bf16"], ""
-        return ["f32"], "bf16 not tried: this CPU does not compute bf16 natively"
+        if self.request.precision != "auto":
+            forced = self.request.precision
+            return [forced], "" if forced == native else f"{forced} forced on a CPU that does not compute it natively"
+        if native is not None:
+            return ["f32", native], ""
+        return ["f32"], "no bf16 or f16 tried: this CPU computes neither natively"
 
-    def measure(self, part: Part) -> tuple[RuntimeChoice, str]:
-        """The part's runtime choice and the file the server opens."""
+    def measure(self, part: Part) -> tuple[RuntimeChoice, str, list[Path]]:
+        """The part's runtime choice, the file the server opens and the files no longer needed."""
         key = architecture(part.graph, self.request.threads)
         known = self.timings.get(key)
         verb = "checking" if known else "measuring"
@@ -356,7 +391,7 @@ class Measurer:
             allowed = [label for label in allowed if label not in grows]
         chosen = min(allowed, key=times.__getitem__)
         backend, precision = chosen.split()
-        self._remove_losers(part, chosen, blobs)
+        unused = self._losers(part, chosen, blobs)
         choice = RuntimeChoice(
             backend=backend,
             precision=precision,
@@ -367,7 +402,7 @@ class Measurer:
             note=note,
         )
         file = part.ort_model.name if chosen == ORT_F32 else f"{part.key}.xml"
-        return choice, file
+        return choice, file, unused
 
     def _run_openvino(
         self,
@@ -392,7 +427,7 @@ class Measurer:
         blobs.update(set(cache.glob("*")) - before)
         label = f"{OPENVINO} {precision}"
         outputs, seconds = best_time(part.run, compiled, known.get(label))
-        snr, problem = agreement(reference, outputs, BF16_MIN_SNR_DB if precision == "bf16" else F32_MIN_SNR_DB)
+        snr, problem = agreement(reference, outputs, F32_MIN_SNR_DB if precision == "f32" else LOWER_MIN_SNR_DB)
         retained = None
         if not problem and (self.request.backend == OPENVINO or seconds < ort_seconds):
             retained = known.get(label + RETAINED)
@@ -400,40 +435,102 @@ class Measurer:
                 retained = retained_mib(compiled, part.run_at)
         return seconds, snr, problem, retained  # then dropped: one compiled model at a time
 
-    def _remove_losers(self, part: Part, chosen: str, blobs: dict[str, set[Path]]) -> None:
-        """Only the chosen runtime's files stay: the other runtime never loads this part."""
+    def _losers(self, part: Part, chosen: str, blobs: dict[str, set[Path]]) -> list[Path]:
+        """The other runtime's files, which the server never loads: compiled models are removed now
+        (the manifest does not list them), the entry's own files returned, to go with the old manifest."""
         for label, files in blobs.items():
             if label != chosen:
                 for file in files:
                     file.unlink()
-        if chosen == ORT_F32:
-            doomed = [self.out / f"{part.key}.xml", self.out / f"{part.key}.bin"]
-        else:
-            doomed = [part.ort_model, part.ort_model.with_name(part.ort_model.name + ".data")]
-        for file in doomed:
-            file.unlink(missing_ok=True)
         with contextlib.suppress(OSError):  # an OpenVINO cache with nothing in it
             (self.out / OPENVINO_CACHE).rmdir()
+        if chosen == ORT_F32:
+            return [self.out / f"{part.key}.xml", self.out / f"{part.key}.bin"]
+        return [part.ort_model, part.ort_model.with_name(part.ort_model.name + ".data")]
 
 
 def _first_line(err: Exception) -> str:
     return (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
 
 
-def measure_decoder(measurer: Measurer, out: Path, halves: SplitSynthesizer) -> tuple[RuntimeChoice, str]:
-    """The decoder on the first `DECODER_FRAMES` frames of the latent the front makes of a made-up sentence."""
-    latent, speaker = halves.latent, halves.speaker
-    inputs = sentence(vocabulary_sizes(onnx.load_from_string(halves.front)))
-    front = OrtFront(open_session(out / f"{FRONT}.onnx", measurer.request.threads), latent, speaker)
+def measure_decoder(
+    measurer: Measurer, entry: Path, graph: bytes, latent: str, speaker: str
+) -> tuple[RuntimeChoice, str, list[Path]]:
+    """The decoder (plain `graph`, optimized in the entry) on the first `DECODER_FRAMES` frames of the
+    latent the entry's front makes of a made-up sentence."""
+    front_model = entry / f"{FRONT}.onnx"
+    inputs = sentence(vocabulary_sizes(onnx.load(str(front_model), load_external_data=False)))
+    front = OrtFront(open_session(front_model, measurer.request.threads), latent, speaker)
     z, g = front.latent(inputs)
     del front
     z = np.tile(z, (1, 1, -(-DECODER_FRAMES // z.shape[2])))[:, :, :DECODER_FRAMES]
     decoder = Part(
         DECODER,
-        out / f"{DECODER}.onnx",
-        halves.decoder,
+        entry / f"{DECODER}.onnx",
+        graph,
         f"{DECODER_FRAMES} frames",
         lambda session: (OrtDecoder(session, latent, speaker).decode(z, g),),
         lambda session, frames: (OrtDecoder(session, latent, speaker).decode(z[:, :, :frames], g),),
     )
     return measurer.measure(decoder)
+
+
+def choose_decoder_runtime(entry: Path, manifest: dict[str, Any], request: RuntimeRequest, steps: Steps) -> list[Path]:
+    """Measure the decoder of the unmeasured `entry` and record the choice in its `manifest` (not yet
+    written); returns the entry's files the new manifest no longer needs (see `cache.write_manifest`)."""
+    plain = entry / PLAIN_DECODER
+    measurer = Measurer(request, entry, steps)
+    choice, file, unused = measure_decoder(measurer, entry, plain.read_bytes(), manifest["latent"], manifest["speaker"])
+    manifest["runtimes"] = {DECODER: asdict(choice)}
+    manifest["parts"][DECODER] = file
+    del manifest["unmeasured"]
+    return [*unused, plain]
+
+
+def _in_the_background(parent: int) -> None:
+    """Low priority, and gone with the process that started this one (Linux: even if it is killed):
+    measuring must never slow a request down, nor outlive the server."""
+    os.nice(10)
+    if sys.platform == "linux":
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # it went before the line above took effect
+        sys.exit("the process that asked for this measurement is gone")
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[Path, RuntimeRequest, int | None]:
+    """(the entry, the request, the pid to die with) from the command line `ModelCache.measure` gives."""
+    parser = argparse.ArgumentParser(description="Choose a cache entry's decoder runtime (used by the server).")
+    parser.add_argument("entry", type=Path)
+    parser.add_argument("--backend", choices=BACKENDS, required=True)
+    parser.add_argument("--precision", choices=PRECISIONS, default="auto")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--parent", type=int, default=None, help="the pid to die with (default: the parent's)")
+    args = parser.parse_args(argv)
+    return args.entry, RuntimeRequest(args.backend, args.precision, args.threads), args.parent
+
+
+def measure_entry(entry: Path, request: RuntimeRequest) -> None:
+    """Measure the unmeasured cache `entry`'s decoder and rewrite its manifest with the choice."""
+    with open(entry.parent / MEASURING_LOCK, "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another server measuring in this folder goes first
+        manifest = json.loads((entry / MANIFEST).read_text(encoding="utf-8"))
+        if not manifest.get("unmeasured"):
+            return  # measured meanwhile, by another server
+        unused = choose_decoder_runtime(entry, manifest, request, Steps(1))
+        write_manifest(entry, manifest, unused)
+
+
+def main(argv: list[str] | None = None) -> None:
+    entry, request, parent = parse_args(argv)
+    _in_the_background(os.getppid() if parent is None else parent)
+    logging.basicConfig(level=logging.WARNING)
+    ort.set_default_logger_severity(3)
+    measure_entry(entry, request)
+
+
+if __name__ == "__main__":
+    main()

@@ -7,10 +7,12 @@ ONNX Runtime's fully optimized graph with its weights in a separate file
 synthesizer into front and decoder if asked (split.py, the only user of the
 `onnx` package besides aivmx.py, deconv.py and measure.py). An AIVMX file
 (aivmx.py) becomes a synthesizer, a duration predictor and the voice's
-config, style vectors and manifest, all in the one entry. Given a backend,
-the child then chooses the decoder's runtime by measuring (measure.py) and
-records the choice in the manifest. Progress lines on stderr tell the
-server's log what it is doing.
+config, style vectors and manifest, all in the one entry. Given a backend
+that may choose OpenVINO, the decoder's plain graph is kept for measuring
+(measure.py): later, in the background, for auto (the entry is marked
+unmeasured and starts on ONNX Runtime f32); right here for a forced
+`--backend openvino`, which the voice must start on. Progress lines on
+stderr tell the server's log what it is doing.
 """
 
 from __future__ import annotations
@@ -31,15 +33,16 @@ from .cache import (
     DECODER,
     DURATION_PREDICTOR,
     FRONT,
-    MANIFEST,
     ONNXRUNTIME,
+    PLAIN_DECODER,
     PRECISIONS,
     WHOLE,
+    RuntimeChoice,
     RuntimeRequest,
     runtime_identity,
-    sync_to_disk,
+    write_manifest,
 )
-from .measure import Measurer, Steps, measure_decoder
+from .measure import Steps, choose_decoder_runtime, openvino_missing
 
 
 def _optimize(model: Path | bytes, out: Path) -> None:
@@ -86,10 +89,14 @@ def _prepare_into(source: Path, out: Path, split: bool, request: RuntimeRequest 
         "parts": {},
     }
     parts: dict[str, str] = manifest["parts"]
-    # Forced onto ONNX Runtime, there is nothing to choose between.
-    measuring = request if request is not None and request.backend != ONNXRUNTIME else None
+    # Forced onto ONNX Runtime, or without OpenVINO, there is nothing to choose between; auto chooses
+    # later, in the background.
+    choosing = request is not None and request.backend != ONNXRUNTIME
+    missing = openvino_missing() if choosing else ""
+    choosing = choosing and not missing
+    measuring_now = request if choosing and request is not None and not request.measured_later else None
     aivmx = source.suffix.lower() == AIVMX_SUFFIX
-    steps = Steps(((4 if measuring else 3) if split else 1) + aivmx)
+    steps = Steps(((4 if measuring_now else 3) if split else 1) + aivmx)
     model: Any = source  # a path, or a converted model (onnx.ModelProto)
     config = _config_beside(source) if split else {}
     if aivmx:
@@ -105,7 +112,6 @@ def _prepare_into(source: Path, out: Path, split: bool, request: RuntimeRequest 
         except Unsplittable as err:
             manifest["unsplit_reason"] = str(err)
             steps.total = steps.done + 1  # only optimizing is left: a whole synthesizer runs on ONNX Runtime
-    runtimes = {}
     if halves is None:
         steps("optimizing")
         _optimize(model if isinstance(model, Path) else model.SerializeToString(), out / f"{WHOLE}.onnx")
@@ -116,17 +122,14 @@ def _prepare_into(source: Path, out: Path, split: bool, request: RuntimeRequest 
         steps("optimizing the decoder")
         _optimize(halves.decoder, out / f"{DECODER}.onnx")
         parts.update({FRONT: f"{FRONT}.onnx", DECODER: f"{DECODER}.onnx"})
-        if measuring is not None:
-            runtimes[DECODER], parts[DECODER] = measure_decoder(Measurer(measuring, out, steps), out, halves)
         manifest.update(latent=halves.latent, speaker=halves.speaker)
-    manifest["runtimes"] = {part: asdict(choice) for part, choice in runtimes.items()}
-    files = sorted(path for path in out.rglob("*") if path.is_file())
-    manifest["files"] = {path.name: path.stat().st_size for path in files if path.parent == out}
-    for path in files:
-        sync_to_disk(path)
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
-    sync_to_disk(out / MANIFEST)
-    sync_to_disk(out)
+        if choosing:
+            (out / PLAIN_DECODER).write_bytes(halves.decoder)  # what OpenVINO converts (ORT's fused ops are its own)
+            manifest["unmeasured"] = True
+    manifest["runtimes"] = {DECODER: asdict(RuntimeChoice(note=missing))} if missing and halves else {}
+    if measuring_now is not None and "unmeasured" in manifest:
+        choose_decoder_runtime(out, manifest, measuring_now, steps)
+    write_manifest(out, manifest)
 
 
 def main(argv: list[str] | None = None) -> None:
