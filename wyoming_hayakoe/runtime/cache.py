@@ -189,6 +189,27 @@ def cpu_signature() -> str:
     return f"{platform.machine()} {' '.join(sorted(features.split()))}"
 
 
+def native_lower_precision(cpuinfo: str | None = None) -> str | None:
+    """The precision below f32 this CPU computes itself, per /proc/cpuinfo: bf16 on x86 with
+    AVX512_BF16 or AMX, f16 on ARMv8.2+ cores with FP16 arithmetic (`asimdhp`: Cortex-A55/A76,
+    a Pi 5, HA Green, RK3588). None elsewhere: emulated, it is slower than f32. A Cortex-A72
+    (a Pi 4) stores f16 but does not compute it, and lists no `asimdhp`.
+    """
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        features = set(value.split())
+        if key.strip().lower() == "flags":  # x86
+            return "bf16" if features & {"avx512_bf16", "amx_bf16"} else None
+        if key.strip().lower() == "features":  # ARM
+            return "f16" if "asimdhp" in features else None
+    return None
+
+
 def _code_signature() -> str:
     """The cache, the optimizer and the splitter: a change in how models are prepared invalidates the cache."""
     digest = hashlib.sha256()

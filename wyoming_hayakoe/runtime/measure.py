@@ -67,6 +67,7 @@ from .cache import (
     RuntimeChoice,
     RuntimeRequest,
     cpu_signature,
+    native_lower_precision,
     onnxruntime_version,
     openvino_version,
     write_manifest,
@@ -99,27 +100,6 @@ class Steps:
     def __call__(self, doing: str, new_step: bool = True) -> None:
         self.done += new_step
         print(f"progress {self.done} {self.total} {doing}", file=sys.stderr, flush=True)
-
-
-def native_lower_precision(cpuinfo: str | None = None) -> str | None:
-    """The precision below f32 this CPU computes itself, per /proc/cpuinfo: bf16 on x86 with
-    AVX512_BF16 or AMX, f16 on ARMv8.2+ cores with FP16 arithmetic (`asimdhp`: Cortex-A55/A76,
-    a Pi 5, HA Green, RK3588). None elsewhere: emulated, it is slower than f32. A Cortex-A72
-    (a Pi 4) stores f16 but does not compute it, and lists no `asimdhp`.
-    """
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return None
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        features = set(value.split())
-        if key.strip().lower() == "flags":  # x86
-            return "bf16" if features & {"avx512_bf16", "amx_bf16"} else None
-        if key.strip().lower() == "features":  # ARM
-            return "f16" if "asimdhp" in features else None
-    return None
 
 
 def snr_db(reference: np.ndarray, test: np.ndarray) -> float:
