@@ -1,17 +1,24 @@
-"""Decoder test doubles: the real decoder at the speed of a slower machine, or paused at a given slice."""
+"""Decoder test doubles: the real decoder at the speed of a slower machine, paused at a given run, or on slices."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 
-from wyoming_hayakoe.runtime.models import Decoder
+from wyoming_hayakoe.engine.voice import Voice
+from wyoming_hayakoe.runtime.cache import DECODER, ModelCache, RuntimeRequest
+from wyoming_hayakoe.runtime.models import Decoder, StreamingDecoder, VoiceModels
+from wyoming_hayakoe.runtime.ort import OrtDecoder, open_session
+from wyoming_hayakoe.store import find_voice
 
 
 class SlowDecoder:
-    """The real decoder, taking `seconds_per_second` of wall time per second of audio it makes.
+    """The real decoder (on slices), taking `seconds_per_second` of wall time per second of audio it makes.
 
     A Raspberry Pi 4B decodes at about 0.3x real time: `seconds_per_second=3.3`.
     """
@@ -19,26 +26,74 @@ class SlowDecoder:
     def __init__(self, decoder: Decoder, rate: int, seconds_per_second: float) -> None:
         self.decoder, self.rate, self.seconds_per_second = decoder, rate, seconds_per_second
         self.calls = 0
+        self.frames: list[int] = []  # of each slice, its context included
 
     def decode(self, z: np.ndarray, g: np.ndarray) -> np.ndarray:
         self.calls += 1
+        self.frames.append(z.shape[2])
         began = time.perf_counter()
         audio = self.decoder.decode(z, g)
         time.sleep(max(0.0, self.seconds_per_second * audio.size / self.rate - (time.perf_counter() - began)))
         return audio
 
 
-class PausedBeforeCall:
-    """Call number `call` (from 1) waits until `go` is set (at most `timeout` s); `went_on_go` says if it was."""
+class SlowStreamingDecoder:
+    """The real streaming decoder, each run taking `seconds_per_second` of wall time per second of the chunk
+    it decodes (padding included, as a real run costs); the speed may be changed between requests."""
 
-    def __init__(self, decoder: Decoder, call: int, timeout: float = 30.0) -> None:
+    def __init__(self, decoder: StreamingDecoder, rate: int, hop: int, seconds_per_second: float) -> None:
+        self.decoder, self.rate, self.hop, self.seconds_per_second = decoder, rate, hop, seconds_per_second
+        self.calls = 0
+
+    @property
+    def chunk_frames(self) -> int:
+        return self.decoder.chunk_frames
+
+    def runs(self, frames: int) -> int:
+        return self.decoder.runs(frames)
+
+    def decode(self, z: np.ndarray, g: np.ndarray) -> Iterator[np.ndarray]:
+        pieces = self.decoder.decode(z, g)
+        while True:
+            began = time.perf_counter()
+            audio = next(pieces, None)
+            if audio is None:
+                return
+            self.calls += 1
+            chunk_seconds = self.chunk_frames * self.hop / self.rate
+            time.sleep(max(0.0, self.seconds_per_second * chunk_seconds - (time.perf_counter() - began)))
+            yield audio
+
+
+class PausedBeforeCall:
+    """Run number `call` (from 1) of a streaming decoder waits until `go` is set (at most `timeout` s);
+    `went_on_go` says if it was."""
+
+    def __init__(self, decoder: StreamingDecoder, call: int, timeout: float = 30.0) -> None:
         self.decoder, self.call, self.timeout = decoder, call, timeout
         self.go = threading.Event()
         self.went_on_go: bool | None = None
         self.calls = 0
 
-    def decode(self, z: np.ndarray, g: np.ndarray) -> np.ndarray:
-        self.calls += 1
-        if self.calls == self.call:
-            self.went_on_go = self.go.wait(self.timeout)
-        return self.decoder.decode(z, g)
+    @property
+    def chunk_frames(self) -> int:
+        return self.decoder.chunk_frames
+
+    def runs(self, frames: int) -> int:
+        return self.decoder.runs(frames)
+
+    def decode(self, z: np.ndarray, g: np.ndarray) -> Iterator[np.ndarray]:
+        pieces = self.decoder.decode(z, g)
+        for _ in range(self.runs(z.shape[2])):
+            self.calls += 1
+            if self.calls == self.call:
+                self.went_on_go = self.go.wait(self.timeout)
+            yield next(pieces)
+
+
+def on_slices(voice: Voice, data_dir: Path, cache_dir: Path) -> VoiceModels:
+    """`voice`'s models with the decoder a voice gets where it cannot stream: the split decoder, run on slices."""
+    files = find_voice([data_dir], voice.name)
+    prepared = ModelCache(cache_dir).prepare(files.synthesizer, split=True, request=RuntimeRequest("onnxruntime"))
+    decoder = OrtDecoder(open_session(prepared.parts[DECODER], None), prepared.latent, prepared.speaker)
+    return dataclasses.replace(voice.models, decoder=decoder, streaming_decoder=None)

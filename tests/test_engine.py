@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile
-from decoders import SlowDecoder
+from decoders import PausedBeforeCall, SlowDecoder, on_slices
 
 from wyoming_hayakoe.engine.engine import Engine, UnknownVoice, bounded_sentences
 from wyoming_hayakoe.engine.pauses import MIN_PAUSE_SECONDS, gap_samples, trailing_silence
@@ -21,7 +21,6 @@ from wyoming_hayakoe.engine.voice import (
     DECODE_CONTEXT_FRAMES,
     DECODE_FIRST_FRAMES,
     DECODE_MAX_FRAMES,
-    DECODE_SPEED_MARGIN,
     UnknownStyle,
     Voice,
     decode_plan,
@@ -49,7 +48,7 @@ def test_decode_plan_covers_every_frame_once(frames: int) -> None:
     plan = decode_plan(frames)
     assert plan[0][0] == 0 and plan[-1][1] == frames
     assert all(a[1] == b[0] for a, b in zip(plan, plan[1:]))
-    assert plan[0][1] - plan[0][0] <= 12
+    assert plan[0][1] - plan[0][0] <= DECODE_FIRST_FRAMES
     assert all(end - start <= DECODE_MAX_FRAMES for start, end in plan)
 
 
@@ -63,114 +62,97 @@ def test_later_sentences_are_decoded_in_few_even_slices(frames: int) -> None:
     assert max(sizes) - min(sizes) <= 1 and max(sizes) <= DECODE_MAX_FRAMES
 
 
-def playback_waits(plan: list[tuple[int, int]], frames: int, factor: float, ahead: float = 0.0) -> float:
-    """Frames of playback lost to waiting mid-sentence when decoding takes `factor` frames of time per frame
-    decoded, and playback, with `ahead` frames still to play from before, goes on with the first slice."""
-    clock, heard, waited = 0.0, None, 0.0
-    for start, end in plan:
-        low, high = max(0, start - DECODE_CONTEXT_FRAMES), min(frames, end + DECODE_CONTEXT_FRAMES)
-        clock += factor * (high - low)
-        if heard is None:  # a wait before the first slice falls in the pause before the sentence
-            heard = max(clock, ahead)
-        elif clock > heard:
-            waited, heard = waited + clock - heard, clock
-        heard += end - start
-    return waited
-
-
-@pytest.mark.parametrize("factor", [0.02, 0.1, 0.2, 0.35, 0.5, 0.6, 0.7])
-@pytest.mark.parametrize("frames", [30, 100, 300, 1000])
-def test_quick_start_slices_arrive_before_playback_needs_them(frames: int, factor: float) -> None:
-    """Paced by the measured speed (here up to the margin slower), the first sentence never stalls mid-word,
-    and on a fast machine its first slice stays as small as before."""
-    plan = decode_plan(frames, factor=factor)
-    assert plan[0][0] == 0 and plan[-1][1] == frames and all(a[1] == b[0] for a, b in zip(plan, plan[1:]))
-    assert playback_waits(plan, frames, factor * DECODE_SPEED_MARGIN) == 0
-    if factor <= 0.2:  # a fast machine: the first audio waits for no more than twice the fixed first slice
-        assert plan[0][1] <= 2 * DECODE_FIRST_FRAMES[0]
-    assert playback_waits(decode_plan(frames), frames, 0.35) > 0 or frames <= 60  # the fixed sizes stalled
-    assert decoded_frames(plan, frames) <= 1.1 * decoded_frames(decode_plan(frames), frames)  # at little cost
-
-
-@pytest.mark.parametrize("ahead", [20.0, 60.0, 120.0])
-@pytest.mark.parametrize("factor", [0.2, 0.37, 0.5])
-@pytest.mark.parametrize("frames", [104, 300, 1000])
-def test_audio_the_listener_still_has_buys_fewer_cuts(frames: int, factor: float, ahead: float) -> None:
-    """A later sentence's quick start counts what is left to play from the sentence before."""
-    plan = decode_plan(frames, factor=factor, ahead=ahead)
-    assert plan[0][0] == 0 and plan[-1][1] == frames and all(a[1] == b[0] for a, b in zip(plan, plan[1:]))
-    assert playback_waits(plan, frames, factor * DECODE_SPEED_MARGIN, ahead) == 0
-    alone = decode_plan(frames, factor=factor)
-    assert decoded_frames(plan, frames) <= decoded_frames(alone, frames)
-    if ahead >= 60:
-        assert len(plan) < len(alone)
-
-
-def decoded_frames(plan: list[tuple[int, int]], frames: int) -> int:
-    return sum(min(frames, end + DECODE_CONTEXT_FRAMES) - max(0, start - DECODE_CONTEXT_FRAMES) for start, end in plan)
-
-
-def test_small_slices_only_when_little_audio_is_ahead_of_the_listener(engine: Engine, monkeypatch) -> None:
+def test_small_slices_only_for_the_first_sentence_where_the_decoder_cannot_stream(
+    engine: Engine, standin_dir: Path, model_cache: Path, monkeypatch
+) -> None:
     voice = engine.voice(VOICE)
+    models = on_slices(voice, standin_dir, model_cache)
+    assert models.decoder is not None
+    counting = SlowDecoder(models.decoder, voice.sample_rate, 0.0)
+    monkeypatch.setattr(voice, "models", dataclasses.replace(models, decoder=counting))
     monkeypatch.setattr(voice, "decode_factor", 0.2)  # a decoder five times faster than playback, held there
     monkeypatch.setattr(voice, "_measure_decoding", lambda seconds, samples: None)
     sentence = "明日の朝七時にアラームをセットしました。"
     hop = voice.config.hop_length
     first = list(synthesize(engine, sentence, VOICE, QUIET))
-    assert len(first) >= 3 and len(first[0]) <= 2 * DECODE_FIRST_FRAMES[0] * hop
     frames = sum(len(piece) for piece in first) // hop
-    assert len(first) == len(decode_plan(frames, factor=0.2))
+    assert counting.calls == len(decode_plan(frames)) >= 3 and len(first) >= 2  # out before it is all decoded
+    assert counting.frames[0] == DECODE_FIRST_FRAMES + DECODE_CONTEXT_FRAMES
     later = decode_plan(frames, quick_start=False)
-    assert len(later) < len(first)
-    # After a long sentence, made faster than it plays, the next one needs no quick start...
-    both = list(synthesize(engine, sentence + sentence, VOICE, QUIET))
-    assert len(both) == len(first) + len(later)
-    # ...after a short one (well under a second of audio) it does, in fewer slices than alone: the listener
-    # is still playing the short one.
-    after_short = list(synthesize(engine, "はい。" + sentence, VOICE, QUIET))
-    short = list(synthesize(engine, "はい。", VOICE, QUIET))
-    assert sum(len(p) for p in short) < 0.8 * engine.voice(VOICE).sample_rate
-    assert len(after_short) < len(short) + len(first)
-    assert len(after_short[len(short)]) < (later[0][1] - later[0][0]) * hop  # a small first slice all the same
+    assert len(later) < len(decode_plan(frames))
+    # After a long sentence, made faster than it plays, the next one needs no quick start.
+    counting.calls = 0
+    list(synthesize(engine, sentence + sentence, VOICE, QUIET))
+    assert counting.calls == len(decode_plan(frames)) + len(later)
 
 
-def test_a_decoder_slower_than_playback_starts_quickly_only_once(engine: Engine, monkeypatch) -> None:
+def test_a_decoder_slower_than_playback_starts_quickly_only_once(
+    engine: Engine, standin_dir: Path, model_cache: Path, monkeypatch
+) -> None:
     """Where the listener waits at every sentence anyway, later sentences skip the extra cuts."""
     voice = engine.voice(VOICE)
     sentence = "はい、わかりました。"
     hop = voice.config.hop_length
     frames = sum(len(piece) for piece in synthesize(engine, sentence, VOICE, QUIET)) // hop
     assert voice.decoder_keeps_up and len(decode_plan(frames)) > len(decode_plan(frames, quick_start=False))
-    assert voice.models.decoder is not None
-    slow = SlowDecoder(voice.models.decoder, voice.sample_rate, 1.5)  # 1.5 s per second of audio
-    monkeypatch.setattr(voice, "models", dataclasses.replace(voice.models, decoder=slow))
+    models = on_slices(voice, standin_dir, model_cache)
+    assert models.decoder is not None
+    slow = SlowDecoder(models.decoder, voice.sample_rate, 1.5)  # 1.5 s per second of audio
+    monkeypatch.setattr(voice, "models", dataclasses.replace(models, decoder=slow))
     monkeypatch.setattr(voice, "decode_factor", None)
     list(synthesize(engine, sentence + sentence, VOICE, QUIET))
     assert not voice.decoder_keeps_up
     assert slow.calls == len(decode_plan(frames)) + len(decode_plan(frames, quick_start=False))
 
 
+@pytest.mark.parametrize("text", ["はい。", "明日の朝七時にアラームをセットしました。", LONG, LONG + LONG])
+def test_a_streaming_decoder_decodes_each_frame_once_and_at_most_one_chunk_more(
+    engine: Engine, text: str, monkeypatch
+) -> None:
+    """Equal runs of one chunk: a sentence's frames, then zeros until its last sample is out (the decoder's
+    delay is under a chunk), never a frame decoded twice as the slices' context is."""
+    voice = engine.voice(VOICE)
+    streaming = voice.models.streaming_decoder
+    assert streaming is not None
+    hop, chunk = voice.config.hop_length, streaming.chunk_frames
+    counting = PausedBeforeCall(streaming, call=0)  # counts the runs, pauses none
+    monkeypatch.setattr(voice, "models", dataclasses.replace(voice.models, streaming_decoder=counting))
+    phonemes = voice.frontend.phonemize(text)
+    latent, speaker = voice.front(phonemes, engine.bert.features(phonemes), QUIET)
+    frames = latent.shape[2]
+    pieces = list(voice.decode(latent, speaker))
+    assert sum(len(piece) for piece in pieces) == frames * hop
+    assert counting.calls == len(pieces) == streaming.runs(frames)
+    assert -(-frames // chunk) <= counting.calls <= -(-frames // chunk) + 1
+    assert all(len(piece) == chunk * hop for piece in pieces[1:-1])  # every run between yields a whole chunk
+
+
 @pytest.mark.parametrize("text", ["はい。", LONG, "明日の朝七時にアラームをセットしました。"])
-def test_chunked_decoding_equals_the_whole_model(
+def test_streamed_and_sliced_decoding_equal_the_whole_model(
     engine: Engine, standin_dir: Path, model_cache: Path, text: str
 ) -> None:
-    # The whole model runs on ONNX Runtime, so the chunked one does too: they match within rounding.
+    # The whole model runs on ONNX Runtime, so the split one does too: they match within rounding.
     voice = Engine.load([standin_dir], voices=[VOICE], cache_dir=model_cache, backend="onnxruntime").voice(VOICE)
     models = load_voice(
         find_voice([standin_dir], VOICE), ModelCache(model_cache), RuntimeRequest(), chunked=False
     ).models
     whole = Voice(VOICE, voice.config, voice.style_vectors, voice.frontend, models)
+    sliced = Voice(VOICE, voice.config, voice.style_vectors, voice.frontend, on_slices(voice, standin_dir, model_cache))
     phonemes = voice.frontend.phonemize(text)
     bert = engine.bert.features(phonemes)
-    pieces = list(voice.render(phonemes, bert, QUIET))
     reference = np.concatenate(list(whole.render(phonemes, bert, QUIET)))
-    chunked = np.concatenate(pieces)
-    assert voice.models.decoder is not None and whole.models.decoder is None
-    assert len(chunked) == len(reference)
-    assert snr(reference, chunked) >= 100.0
-    if text == LONG:
-        assert len(pieces) >= 3
-        assert len(pieces[0]) <= 12 * voice.config.hop_length  # audio starts before the sentence is decoded
+    tail = 2 * voice.config.hop_length  # the last two frames: the end of a sentence is flushed, not cut
+    for split in (voice, sliced):
+        pieces = list(split.render(phonemes, bert, QUIET))
+        audio = np.concatenate(pieces)
+        assert len(audio) == len(reference)
+        assert snr(reference, audio) >= 100.0 and snr(reference[-tail:], audio[-tail:]) >= 100.0
+        if text == LONG:
+            assert len(pieces) >= 3  # audio starts before the sentence is decoded
+    streaming = voice.models.streaming_decoder
+    assert streaming is not None and sliced.models.decoder is not None and whole.models.whole is not None
+    first = list(voice.render(phonemes, bert, QUIET))[0]
+    assert len(first) <= streaming.chunk_frames * voice.config.hop_length
 
 
 def test_synthesize_yields_pcm_with_pauses(engine: Engine) -> None:

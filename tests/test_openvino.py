@@ -16,9 +16,10 @@ import onnxruntime as ort
 import pytest
 
 from wyoming_hayakoe.engine.engine import Engine
+from wyoming_hayakoe.engine.settings import SynthesisSettings
+from wyoming_hayakoe.engine.speech import synthesize
 from wyoming_hayakoe.runtime import cache as cache_module
 from wyoming_hayakoe.runtime import measure, optimize
-from wyoming_hayakoe.runtime import openvino as openvino_module
 from wyoming_hayakoe.runtime.cache import (
     MANIFEST,
     ChildStop,
@@ -162,8 +163,8 @@ async def test_auto_measures_after_the_start_records_the_choice_and_logs_it_at_e
     recorded = manifests(tmp_path / "cache")
     assert recorded["duration_predictor.onnx"]["runtimes"] == {}  # whole texts: ONNX Runtime gives memory back
     synthesizer = recorded["synthesizer.onnx"]
-    assert set(synthesizer["runtimes"]) == {"decoder"}
-    decoder = synthesizer["runtimes"]["decoder"]
+    assert set(synthesizer["runtimes"]) == {"decoder_step"}  # only the step model is measured
+    decoder = synthesizer["runtimes"]["decoder_step"]
     assert {"onnxruntime f32", "openvino f32"} <= set(decoder["seconds"])
     assert all(seconds > 0 for seconds in decoder["seconds"].values())
     assert decoder["snr_db"]["openvino f32"] >= 100.0
@@ -171,15 +172,16 @@ async def test_auto_measures_after_the_start_records_the_choice_and_logs_it_at_e
     assert chosen in decoder["seconds"] and chosen not in decoder["failed"]
     passing = {k: v for k, v in decoder["seconds"].items() if k not in decoder["failed"]}
     assert decoder["seconds"][chosen] == min(passing.values())
-    assert synthesizer["parts"]["decoder"] == ("decoder.onnx" if decoder["backend"] == "onnxruntime" else "decoder.xml")
+    on_ort = decoder["backend"] == "onnxruntime"
+    assert synthesizer["parts"]["decoder_step"] == ("decoder_step.onnx" if on_ort else "decoder_step.xml")
     lower = native_lower_precision()
     if lower is not None:  # tried, and kept only if it agrees with f32 closely enough
         assert f"openvino {lower}" in decoder["seconds"]
     line = f"Voice {VOICE} decoder: "
     for log in logs:
-        assert any(line in entry and "per 100 frames -> " in entry for entry in log.splitlines()), log
-    assert "unmeasured" not in synthesizer and "decoder-plain.onnx" not in synthesizer["files"]
-    assert not list((tmp_path / "cache").glob("*/decoder-plain.onnx"))  # kept only until measured
+        assert any(line in entry and "per 100 frames (" in entry for entry in log.splitlines()), log
+    assert "unmeasured" not in synthesizer and "decoder_step.plain.onnx" not in synthesizer["files"]
+    assert not list((tmp_path / "cache").glob("*/decoder_step.plain.onnx"))  # kept only until measured
 
 
 def run_child_in_process(command: list[str], label: str, stop=None) -> subprocess.CompletedProcess[str]:
@@ -223,7 +225,7 @@ def test_a_disagreeing_openvino_is_never_chosen_and_the_log_says_why(
     choice = voice.runtimes["decoder"]
     assert choice.backend == "onnxruntime"
     assert "below 100 dB" in choice.failed["openvino f32"] and choice.snr_db["openvino f32"] < 100
-    assert type(voice.models.decoder.session).__name__ == "ShrinkingSession"  # no OpenVINO model kept
+    assert type(voice.models.streaming_decoder.session).__name__ == "ShrinkingSession"  # no OpenVINO model kept
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"Voice {VOICE} decoder:")]
     assert "openvino f32 rejected: SNR 40.0 dB against onnxruntime f32, below 100 dB" in lines[-1]
     assert len(lines) == (2 if backend == "auto" else 1)  # auto: as it starts, and once measured
@@ -242,47 +244,23 @@ def openvino_wins(monkeypatch) -> None:
     monkeypatch.setattr(measure, "best_time", faster_openvino)
 
 
-def test_auto_spares_the_first_start_the_memory_check_of_an_openvino_that_cannot_win(
+async def test_auto_switches_to_an_openvino_that_is_faster_and_agrees(
     standin_dir: Path, tmp_path: Path, monkeypatch
 ) -> None:
-    """The check runs four more input lengths: seconds on a Pi, for nothing when OpenVINO is slower anyway."""
-    checked: list[object] = []
-    monkeypatch.setattr(measure, "retained_mib", lambda session, run_at: checked.append(session) or 0.0)
+    """OpenVINO 2026.4 kept buffers for every input length of the old slices; the step model has one shape,
+    so a faster OpenVINO is simply taken: the voice switches to it and still speaks as before."""
     monkeypatch.setattr(cache_module, "_run_child", run_child_in_process)
-    timed = measure.best_time
-    monkeypatch.setattr(
-        measure,
-        "best_time",
-        lambda run, session, known=None: (
-            timed(run, session, known)[0],
-            9.0 if isinstance(session, OvSession) else 1.0,
-        ),
-    )
-    engine = load_measured([standin_dir], voices=[VOICE], cache_dir=tmp_path / "slow", backend="auto", precision="f32")
-    assert engine.voice(VOICE).runtimes["decoder"].backend == "onnxruntime" and not checked
+    engine = Engine.load([standin_dir], voices=[VOICE], cache_dir=tmp_path / "cache", precision="f32")
+    voice = engine.voice(VOICE)
+    before = np.concatenate(list(synthesize(engine, TEXT, VOICE, SynthesisSettings(noise_scale=0, noise_w_scale=0))))
+    assert type(voice.models.streaming_decoder.session).__name__ == "ShrinkingSession"  # serving before measuring
     openvino_wins(monkeypatch)
-    engine = load_measured([standin_dir], voices=[VOICE], cache_dir=tmp_path / "fast", backend="auto", precision="f32")
-    assert engine.voice(VOICE).runtimes["decoder"].backend == "openvino" and len(checked) == 1
-
-
-@pytest.mark.parametrize("growth", [0.0, 500.0])
-def test_auto_never_keeps_an_openvino_whose_memory_grows_with_each_slice_length(
-    standin_dir: Path, tmp_path: Path, monkeypatch, growth: float
-) -> None:
-    """OpenVINO 2026.4's CPU plugin keeps buffers per input length: an unbounded server. Auto refuses it;
-    asked for by name, it runs, with the warning in the log line. The growth is played (500 MB, or none)."""
-    monkeypatch.setattr(measure, "retained_mib", lambda session, run_at: growth)
-    monkeypatch.setattr(cache_module, "_run_child", run_child_in_process)
-    openvino_wins(monkeypatch)  # auto checks the memory only of a candidate that could win
-    for backend in ("auto", "openvino"):
-        engine = load_measured([standin_dir], voices=[VOICE], cache_dir=tmp_path / backend, backend=backend)
-        choice = engine.voice(VOICE).runtimes["decoder"]
-        grew = "memory would grow" in choice.failed.get("openvino f32", "") + choice.note
-        assert grew == (growth > 0)
-        if backend == "openvino":
-            assert choice.backend == "openvino" and (growth == 0 or "warning: openvino f32 keeps 500 MB" in choice.note)
-        elif growth:
-            assert choice.backend == "onnxruntime" and not choice.disagreed  # refused for memory, not for its audio
+    assert engine.measuring is not None
+    engine.measuring.run_now()
+    assert voice.runtimes["decoder"].label == "openvino f32" and not voice.runtimes["decoder"].failed
+    assert isinstance(voice.models.streaming_decoder.session, OvSession)
+    after = np.concatenate(list(synthesize(engine, TEXT, VOICE, SynthesisSettings(noise_scale=0, noise_w_scale=0))))
+    assert len(after) == len(before) and snr_db(before.astype(float), after.astype(float)) >= 60.0
 
 
 def test_the_relay_logs_progress_while_the_child_still_runs(tmp_path: Path, monkeypatch, caplog) -> None:
@@ -345,32 +323,6 @@ def test_a_second_voice_of_the_same_architecture_is_checked_not_timed_again(
     assert "earlier voice" not in forced.note  # one thread is another speed: timed anew
 
 
-def test_auto_does_not_compile_again_an_openvino_whose_memory_grew_for_this_architecture(
-    standin_dir: Path, tmp_path: Path, monkeypatch
-) -> None:
-    """What a runtime keeps per input length is the architecture's, not the weights': HayaKoe's five voices
-    share one, so the first start checks it once, and auto skips that candidate for the other four."""
-    checked: list[object] = []
-    monkeypatch.setattr(measure, "retained_mib", lambda session, run_at: checked.append(session) or 500.0)
-    monkeypatch.setattr(cache_module, "_run_child", run_child_in_process)
-    openvino_wins(monkeypatch)
-    cache = ModelCache(tmp_path / "cache")
-    request = RuntimeRequest(precision="f32")
-    first = prepared_and_measured(cache, standin_dir / SYNTH, request).runtime("decoder")
-    compiled: list[object] = []
-    real = openvino_module.open_compiled
-    monkeypatch.setattr(openvino_module, "open_compiled", lambda *args: compiled.append(args) or real(*args))
-    other = standin_dir / "onnx" / "speakers" / "standin-b" / "synthesizer.onnx"
-    second = prepared_and_measured(cache, other, request).runtime("decoder")
-    assert first.backend == second.backend == "onnxruntime" and len(checked) == 1 and not compiled
-    assert "memory would grow" in first.failed["openvino f32"]
-    assert "memory would grow" in second.failed["openvino f32"]
-    assert "earlier voice of the same architecture" in second.failed["openvino f32"]
-    forced = prepared_and_measured(cache, other, RuntimeRequest(backend="openvino", precision="f32"))
-    assert forced.runtime("decoder").backend == "openvino" and compiled  # asked for: compiled, with the warning
-    assert len(checked) == 1  # its memory check also known
-
-
 def test_entries_of_other_requests_stay_and_older_ones_go(standin_dir: Path, tmp_path: Path) -> None:
     source = standin_dir / SYNTH
     cache = ModelCache(tmp_path / "cache")
@@ -420,3 +372,22 @@ def test_without_openvino_the_server_says_so_once_and_runs_on_onnxruntime(
     assert all(v.runtimes["decoder"].backend == "onnxruntime" for v in engine.voices.values())
     told = [r.getMessage() for r in caplog.records if "OpenVINO cannot be imported" in r.getMessage()]
     assert len([m for m in told if "every model runs on ONNX Runtime" in m]) == 1, told
+
+
+@pytest.mark.parametrize("backend", ["auto", "openvino"])
+def test_a_decoder_that_cannot_stream_stays_on_onnxruntime_and_nothing_is_measured(
+    standin_dir: Path, tmp_path: Path, monkeypatch, backend: str
+) -> None:
+    """Its slices vary in length, and OpenVINO keeps buffers for every length it has run: only ONNX Runtime runs them."""
+    from wyoming_hayakoe.runtime import stream
+
+    def cannot(*args, **kwargs):
+        raise stream.Unstreamable("a Resize on the time axis")
+
+    monkeypatch.setattr(stream, "to_step_model", cannot)
+    monkeypatch.setattr(cache_module, "_run_child", run_child_in_process)
+    engine = Engine.load([standin_dir], voices=[VOICE], cache_dir=tmp_path / "cache", backend=backend)
+    assert engine.measuring is not None and not engine.measuring.pending
+    choice = engine.voice(VOICE).runtimes["decoder"]
+    assert choice.label == "onnxruntime f32" and "slices of varying length" in choice.note and not choice.seconds
+    assert not list((tmp_path / "cache").glob("*/*.xml"))  # never converted for OpenVINO

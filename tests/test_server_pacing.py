@@ -1,9 +1,10 @@
 """On a machine that decodes slower than playback, the listener waits between sentences, never inside one.
 
-A Wyoming server runs in this process on the tiny stand-in, its decoder
-replaced by a double at a given speed (tests/decoders.py); Home Assistant's
-client (ha_client) talks to it over tcp, and tools/listener.py plays what
-arrives in real time from the first chunk and says where playback waited.
+A Wyoming server runs in this process on the tiny stand-in, its streaming
+decoder replaced by a double at a given speed (tests/decoders.py); Home
+Assistant's client (ha_client) talks to it over tcp, and tools/listener.py
+plays what arrives in real time from the first chunk and says where
+playback waited.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 import ha_client as ha
 import numpy as np
 import pytest
-from decoders import PausedBeforeCall, SlowDecoder
+from decoders import PausedBeforeCall, SlowStreamingDecoder
 from wyoming.audio import AudioChunk, AudioStop
 from wyoming.client import AsyncTcpClient
 from wyoming.tts import Synthesize
@@ -27,7 +28,7 @@ from tools.listener import Listening, listen
 from wyoming_hayakoe.engine.engine import Engine
 from wyoming_hayakoe.engine.settings import SynthesisSettings
 from wyoming_hayakoe.engine.speech import warm_up
-from wyoming_hayakoe.runtime.models import Decoder
+from wyoming_hayakoe.runtime.models import StreamingDecoder
 from wyoming_hayakoe.server.app import build_service
 from wyoming_hayakoe.server.config import ServerConfig
 from wyoming_hayakoe.server.handler import HayakoeHandler
@@ -46,15 +47,15 @@ def engine(standin_dir: Path, model_cache: Path) -> Engine:
 
 
 @asynccontextmanager
-async def serving(engine: Engine, decoder: Callable[[Decoder], Decoder]) -> AsyncIterator[int]:
+async def serving(engine: Engine, decoder: Callable[[StreamingDecoder], StreamingDecoder]) -> AsyncIterator[int]:
     """A Wyoming server on a free loopback port with the voice's decoder wrapped by `decoder`.
 
     Warmed up as the server warms up at start, which measures the decoder's speed.
     """
     voice = engine.voice(VOICE)
     models, factor = voice.models, voice.decode_factor
-    assert models.decoder is not None
-    voice.models = dataclasses.replace(models, decoder=decoder(models.decoder))
+    assert models.streaming_decoder is not None
+    voice.models = dataclasses.replace(models, streaming_decoder=decoder(models.streaming_decoder))
     voice.decode_factor = None
     scheduler = Scheduler()
     listener = Listener("tcp://127.0.0.1:0")
@@ -81,7 +82,8 @@ def heard(result: ha.TtsResult) -> Listening:
 async def test_slower_than_playback_waits_only_between_sentences(engine: Engine) -> None:
     """At 0.3x real time (a Raspberry Pi 4B), both of HA's paths play each sentence through once it starts."""
     rate = engine.voice(VOICE).sample_rate
-    async with serving(engine, lambda real: SlowDecoder(real, rate, PI_4B)) as port:
+    hop = engine.voice(VOICE).config.hop_length
+    async with serving(engine, lambda real: SlowStreamingDecoder(real, rate, hop, PI_4B)) as port:
         assert not engine.voice(VOICE).decoder_keeps_up  # measured by the warm-up
         whole = await ha.synthesize("127.0.0.1", port, TEXT, VOICE, timeout=300)
         streamed = await ha.stream("127.0.0.1", port, ha.llm_deltas(TEXT), VOICE, timeout=300)
@@ -99,12 +101,12 @@ async def test_slower_than_playback_waits_only_between_sentences(engine: Engine)
 async def test_a_decoder_that_keeps_up_by_little_never_stalls_the_first_sentence(
     engine: Engine, seconds_per_second: float
 ) -> None:
-    """Faster than playback, but not by much (the full-size decoder here runs at 0.35 s per second): fixed
-    small first slices stalled mid-word, as every cut decodes its context again. Paced by the measured speed,
-    the long first sentence plays through."""
-    rate = engine.voice(VOICE).sample_rate
+    """Faster than playback, but not by much (the full-size decoder here runs at 0.35 s per second): the
+    first chunk yields less audio than a chunk (the decoder's delay), and each run decodes a whole chunk,
+    padding included. Held until the rest arrives in time, the long first sentence plays through."""
+    rate, hop = engine.voice(VOICE).sample_rate, engine.voice(VOICE).config.hop_length
     text = "明日の朝は七時にアラームをセットしましたので、忘れずに起きて、駅まで歩いて行ってくださいね。またね。"
-    async with serving(engine, lambda real: SlowDecoder(real, rate, seconds_per_second)) as port:
+    async with serving(engine, lambda real: SlowStreamingDecoder(real, rate, hop, seconds_per_second)) as port:
         assert engine.voice(VOICE).decoder_keeps_up  # measured by the warm-up
         result = await ha.synthesize("127.0.0.1", port, text, VOICE, timeout=300)
     listening = heard(result)
@@ -113,24 +115,24 @@ async def test_a_decoder_that_keeps_up_by_little_never_stalls_the_first_sentence
 
 
 @pytest.mark.parametrize("seconds_per_second", [None, 0.5], ids=["tiny-decoder", "faster-than-playback"])
-async def test_first_audio_goes_out_after_the_first_slice_where_the_decoder_keeps_up(
+async def test_first_audio_goes_out_after_the_first_chunk_where_the_decoder_keeps_up(
     engine: Engine, seconds_per_second: float | None
 ) -> None:
-    """The request's second slice is decoded only after its first audio reached the client.
+    """The request's second chunk is decoded only after its first audio reached the client.
 
-    At 0.5 s per second of audio, the rest of the first sentence would not
-    arrive before playback needs it, yet the first slice is not held back.
+    At 0.5 s per second of audio, each later chunk arrives before the
+    audio out before it is played: the first is not held back.
     """
-    rate = engine.voice(VOICE).sample_rate
+    rate, hop = engine.voice(VOICE).sample_rate, engine.voice(VOICE).config.hop_length
 
-    def speed(real: Decoder) -> Decoder:
-        return real if seconds_per_second is None else SlowDecoder(real, rate, seconds_per_second)
+    def speed(real: StreamingDecoder) -> StreamingDecoder:
+        return real if seconds_per_second is None else SlowStreamingDecoder(real, rate, hop, seconds_per_second)
 
     async with serving(engine, speed) as port:
         voice = engine.voice(VOICE)
-        assert voice.decoder_keeps_up and voice.models.decoder is not None  # measured by the warm-up
-        paused = PausedBeforeCall(voice.models.decoder, call=2)
-        voice.models = dataclasses.replace(voice.models, decoder=paused)
+        assert voice.decoder_keeps_up and voice.models.streaming_decoder is not None  # measured by the warm-up
+        paused = PausedBeforeCall(voice.models.streaming_decoder, call=2)
+        voice.models = dataclasses.replace(voice.models, streaming_decoder=paused)
         async with AsyncTcpClient("127.0.0.1", port) as client:
             await client.write_event(Synthesize(text=TEXT).event())
             while (event := await asyncio.wait_for(client.read_event(), 120)) is not None:
@@ -138,8 +140,32 @@ async def test_first_audio_goes_out_after_the_first_slice_where_the_decoder_keep
                     paused.go.set()
                 elif AudioStop.is_type(event.type):
                     break
-    assert paused.calls >= 3  # the first sentence was decoded in several slices...
+    assert paused.calls >= 3  # the first sentence was decoded in several chunks...
     assert paused.went_on_go  # ...and its first audio reached the client before the second one began
+
+
+async def test_a_server_slowed_after_its_first_request_keeps_sentences_whole_from_its_next(engine: Engine) -> None:
+    """A Raspberry Pi that throttles when hot, or starts transcribing speech: measured fast at the start,
+    then at 0.3x real time. The speed is learnt from the chunks actually decoded, so after one request at
+    the new speed every wait falls between sentences."""
+    rate, hop = engine.voice(VOICE).sample_rate, engine.voice(VOICE).config.hop_length
+    slowed: list[SlowStreamingDecoder] = []
+
+    def fast_at_first(real: StreamingDecoder) -> StreamingDecoder:
+        slowed.append(SlowStreamingDecoder(real, rate, hop, 0.2))
+        return slowed[0]
+
+    async with serving(engine, fast_at_first) as port:
+        assert engine.voice(VOICE).decoder_keeps_up  # measured by the warm-up, at full speed
+        await ha.synthesize("127.0.0.1", port, TEXT, VOICE, timeout=300)
+        slowed[0].seconds_per_second = PI_4B
+        await ha.synthesize("127.0.0.1", port, TEXT, VOICE, timeout=300)  # the one request at the new speed
+        assert not engine.voice(VOICE).decoder_keeps_up
+        whole = await ha.synthesize("127.0.0.1", port, TEXT, VOICE, timeout=300)
+        streamed = await ha.stream("127.0.0.1", port, ha.llm_deltas(TEXT), VOICE, timeout=300)
+    for result in (whole, streamed):
+        listening = heard(result)
+        assert listening.waits_mid_sentence == [], listening
 
 
 def test_the_listener_tells_a_stall_mid_word_from_a_wait_in_a_pause() -> None:

@@ -18,7 +18,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..runtime import loading
-from ..runtime.cache import DECODER, ChildStop, ModelCache, PreparationError, PreparedModel, RuntimeRequest
+from ..runtime.cache import (
+    DECODER,
+    DECODER_STEP,
+    ChildStop,
+    ModelCache,
+    PreparationError,
+    PreparedModel,
+    RuntimeRequest,
+)
 from .voice import Voice
 
 _LOGGER = logging.getLogger(__name__)
@@ -62,7 +70,7 @@ class RuntimeMeasuring:
 
     def _installer(self, voice: Voice, measured: PreparedModel) -> Callable[[], None]:
         """What puts `voice` on the measured runtime (opened now, off the worker) and logs it in one line."""
-        choice = measured.runtime(DECODER)
+        choice = measured.runtime(DECODER_STEP)  # the voice's runtimes are keyed by role
         stays = choice.label == voice.runtimes.get(DECODER, choice).label
         models = voice.models if stays else loading.with_measured_decoder(voice.models, measured, self.request.threads)
 

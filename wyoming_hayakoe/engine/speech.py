@@ -3,8 +3,8 @@
 Every front end (the Wyoming handler, the speak CLI, an HTTP handler)
 speaks the same way: `Speech.text(...)` or `Speech.sentence(...)` give a
 generator of int16 pieces whose every `next()` is one unit of model work
-(the rewrite, frontend, BERT and synthesizer front with the first decoded
-slice; then one slice each), and `play` moves them to an `AudioSink`,
+(the rewrite, frontend, BERT and synthesizer front with the first decoder
+run; then one run each: a chunk of the streaming decoder, or a slice), and `play` moves them to an `AudioSink`,
 running each step where the caller says (a worker's lane, or right here).
 A step whose audio is held back (see `Speech._speak_part`) yields an empty piece.
 
@@ -35,8 +35,8 @@ _LOGGER = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# After a request's first sentence, a sentence is decoded in small slices
-# first (see decode_plan) only if the decoder keeps up with playback and less
+# After a request's first sentence, a decoder that cannot stream decodes a
+# sentence in small slices first (see decode_plan) only if the decoder keeps up with playback and less
 # than this much of the request's audio is still ahead of the listener.
 QUICK_START_UNLESS_AHEAD_S = 1.0
 
@@ -171,22 +171,20 @@ class Speech:
     def _speak_part(self, sentence: str, phonemes: Phonemes, pause: float | None) -> Iterator[np.ndarray]:
         """The audio of one part (one front pass), held back until the rest of it will arrive in time.
 
-        On a machine that decodes slower than playback (a Raspberry Pi), a
-        part sent as soon as its first slice is decoded makes the listener
-        wait mid-word for every later slice. Held until the slices still to
-        decode will arrive before playback reaches them (the audio the
-        listener still has from earlier sentences counts), the part plays
-        through and the wait falls before it, where it sounds like a pause.
-        A step that holds yields an empty piece, so every step stays one unit
-        of model work; at most one part, one front pass, is held.
-        Exempt is the request's first audio where the decoder keeps up (or is
-        not measured yet): it goes out at once, as the quick start means.
+        On a machine that decodes slower than playback (a Raspberry Pi), or
+        barely faster, a part sent as soon as its first chunk is decoded
+        makes the listener wait mid-word for later ones. Held until the runs
+        still to come will arrive before playback reaches them, at the speed
+        the latest runs measured (the audio the listener still has from
+        earlier sentences counts), the part plays through and the wait falls
+        before it, where it sounds like a pause. A step that holds yields an
+        empty piece, so every step stays one unit of model work; at most one
+        part, one front pass, is held.
         """
         pieces: list[np.ndarray] = []
         held: list[np.ndarray] = []  # decoded, not yet out; the silence before the part comes first
         out = False
         audio = self.engine.render_sentence(self.voice, sentence, self.settings, self._quick_start(), phonemes)
-        audio.heard_by = self._heard_by  # what the listener still has to play paces the quick start
         for piece in audio:
             if not pieces and self._previous_audio is not None:
                 held.append(np.zeros(self._silence_before(sentence, pause), dtype=np.float32))
@@ -203,9 +201,10 @@ class Speech:
         give_back_memory()  # what this part's runs freed or held, before the next part or request
 
     def _may_start(self, held_samples: int, rest: tuple[DecodeSlice, ...]) -> bool:
-        """Whether a part may start playing now: each slice still to decode arrives before playback needs it."""
+        """Whether a part may start playing now: each run still to come arrives before playback needs it
+        (not measured yet, the decoder is taken to keep up)."""
         factor = self.voice.decode_factor
-        if factor is None or (self._heard_by is None and self.voice.decoder_keeps_up):
+        if factor is None:
             return True
         rate = self.voice.sample_rate
         playable = self._audio_ahead() + held_samples / rate  # the listener's audio once this goes out
@@ -230,7 +229,8 @@ class Speech:
         return max(0.0, self._heard_by - time.monotonic())
 
     def _quick_start(self) -> bool:
-        """Small first slices, which cost extra decoding, only where they shorten a wait.
+        """Small first slices, which cost extra decoding, only where they shorten a wait (a decoder that
+        cannot stream; a streaming one runs equal chunks whatever this says).
 
         For the request's first audio, unless the decoder is known to be
         slower than playback: there the part is held back anyway (see

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -14,7 +13,7 @@ import numpy as np
 
 from ..runtime import loading
 from ..runtime.cache import ModelCache, RuntimeChoice, RuntimeRequest
-from ..runtime.models import SynthesisInputs, VoiceModels
+from ..runtime.models import StreamingDecoder, SynthesisInputs, VoiceModels
 from ..store import STYLE_VECTORS_FILE, VOICE_CONFIG_FILE, AivmxVoice, VoiceFiles, voice_license
 from ..text import Frontend, Phonemes
 from .settings import SynthesisSettings
@@ -63,49 +62,32 @@ class VoiceConfig:
         )
 
 
-# Decoding z in slices: each slice sees this many frames of z on either side,
-# enough for the decoder's receptive field far below the int16 rounding of the
-# audio sent (some 89 dB below speech at -12 dBFS). Measured on the full-size
-# HiFi-GAN (chunked vs whole, SNR): 8 frames 89 dB, 10 125 dB, 12 and more
-# 132 dB; the tiny test model needs less. Every frame more is decoded twice per cut.
+# A decoder that cannot stream (see runtime/stream.py) decodes z in slices:
+# each slice sees this many frames of z on either side, enough for the
+# decoder's receptive field far below the int16 rounding of the audio sent
+# (some 89 dB below speech at -12 dBFS). Measured on the full-size HiFi-GAN
+# (chunked vs whole, SNR): 8 frames 89 dB, 10 125 dB, 12 and more 132 dB;
+# the tiny test model needs less. Every frame more is decoded twice per cut.
 DECODE_CONTEXT_FRAMES = 10
-# A small first slice gets audio out early; later slices are long so the
-# context overhead stays small (240 frames is 2.8 s of audio; longer slices raise the peak memory).
-DECODE_FIRST_FRAMES = (12, 36)  # the quick start where the decoding speed is not measured yet
+# A small first slice gets audio out early; each next one is three times as
+# long, so the audio out soon outgrows the decoding (speech.py holds it
+# until the rest will arrive in time), up to slices long enough for the
+# context to cost little (240 frames is 2.8 s of audio; longer slices raise the peak memory).
+DECODE_FIRST_FRAMES = 12
+DECODE_GROWTH = 3
 DECODE_MAX_FRAMES = 240
-# Slices are sized, and audio held (speech.py), for decoding this many times
-# slower than measured: the measure is smoothed, and other work on the
-# machine can slow the next slices down.
+# Audio is held (speech.py) for decoding this many times slower than
+# measured: the measure is smoothed, and other work on the machine can slow
+# the next runs down.
 DECODE_SPEED_MARGIN = 1.25
 
 
 @dataclass(frozen=True)
 class DecodeSlice:
-    """One slice of a sentence's decoding: the samples of audio it yields and the samples it decodes (with context)."""
+    """One run still to come of a sentence's decoding: the samples of audio it yields and the samples it decodes."""
 
     audio: int
     decoded: int
-
-
-def _paced_sizes(frames: int, slower: float, first: int, ahead: float) -> Iterator[int]:
-    """Slice sizes from a first one of `first` frames, each next as large as the audio out before it pays for
-    at `slower` (decoding seconds per second decoded), up to DECODE_MAX_FRAMES; the last takes the rest.
-    `ahead`: frames the listener still has to play from before this sentence."""
-    context = DECODE_CONTEXT_FRAMES
-    start, size = 0, first
-    # Frames of audio out (what is left of `ahead` once the first slice arrives, then the slices), and frames
-    # of playback the later slices' decoding took.
-    out, decoding = max(0.0, ahead - slower * (min(first, frames) + context)), 0.0
-    while start < frames:
-        rest = frames - start
-        if rest <= size or (start and rest <= DECODE_MAX_FRAMES and slower * (rest + context) <= out - decoding):
-            yield rest  # the last slice has context on one side only
-            return
-        yield size
-        start += size
-        out += size
-        size = min(DECODE_MAX_FRAMES, max(size, int((out - decoding) / slower) - 2 * context))
-        decoding += slower * (size + 2 * context)
 
 
 def _even(start: int, frames: int) -> list[tuple[int, int]]:
@@ -118,70 +100,20 @@ def _even(start: int, frames: int) -> list[tuple[int, int]]:
     return list(zip(bounds[:-1], bounds[1:]))
 
 
-def _ranges(frames: int, sizes: Iterator[int]) -> list[tuple[int, int]]:
-    """Slices of the given sizes while they are below the max, then even ones."""
-    ranges: list[tuple[int, int]] = []
-    start = 0
-    for size in sizes:
-        if start + size < frames and size >= DECODE_MAX_FRAMES:
-            break
-        ranges.append((start, min(frames, start + size)))
-        start = ranges[-1][1]
-        if start >= frames:
-            break
-    return ranges + _even(start, frames)
-
-
-def _decoded_frames(ranges: list[tuple[int, int]], frames: int) -> int:
-    return sum(high - low for low, high in (_with_context(start, end, frames) for start, end in ranges))
-
-
-def paced_plan(frames: int, factor: float, ahead: float = 0.0) -> list[tuple[int, int]]:
-    """The quick start paced by the measured decoding speed `factor` (decoding seconds per second decoded).
-
-    Each slice decodes its context again, so small slices cost more than
-    they play. The first is made no smaller than lets the sizes grow (the
-    audio ahead of the listener must outgrow the decoding), and of the first
-    sizes up to twice that, or up to the largest that arrives before the
-    listener's `ahead` frames from earlier sentences are played, the one
-    that decodes least, the decoding the listener waits for (the first
-    slice's, less what `ahead` covers) weighing five times: a larger first
-    slice is taken only where it saves several cuts or the listener is busy.
-    """
-    slower = factor * DECODE_SPEED_MARGIN
-    if slower >= 0.9:  # too close to playback for small slices to catch up (speech.py holds the audio)
-        return _even(0, frames)
-    # Slices of n grow the audio ahead when n·(1 - slower) > 2·context·slower; a tenth more, so they do.
-    least = max(DECODE_FIRST_FRAMES[0], math.ceil(2.2 * DECODE_CONTEXT_FRAMES * slower / (1 - slower)))
-    if least >= DECODE_MAX_FRAMES:
-        return _even(0, frames)
-    in_time = min(frames, DECODE_MAX_FRAMES, int(ahead / slower) - DECODE_CONTEXT_FRAMES)
-    firsts = range(least, max(2 * least, in_time) + 1)
-    plans = [_ranges(frames, _paced_sizes(frames, slower, first, ahead)) for first in firsts]
-
-    def cost(plan: list[tuple[int, int]]) -> float:
-        waited = max(0.0, _decoded_frames(plan[:1], frames) - ahead / slower)
-        return _decoded_frames(plan, frames) + 4 * waited
-
-    return min(plans, key=cost)
-
-
-def decode_plan(
-    frames: int, quick_start: bool = True, factor: float | None = None, ahead: float = 0.0
-) -> list[tuple[int, int]]:
-    """[start, end) frame ranges covering `frames`: even ones up to the max, after quick-start ones if `quick_start`.
+def decode_plan(frames: int, quick_start: bool = True) -> list[tuple[int, int]]:
+    """[start, end) frame ranges covering `frames` for a decoder that cannot stream: even ones up to the
+    max, after growing ones from DECODE_FIRST_FRAMES if `quick_start`.
 
     Every cut costs twice the context in repeated decoding, so only a
-    sentence the listener may run out of audio before (the first of a
-    request) gets the quick start: paced by the measured decoding speed
-    `factor` and the `ahead` frames the listener still has (see
-    paced_plan), or DECODE_FIRST_FRAMES before the speed is known.
+    sentence the listener may run out of audio before gets the quick start;
+    speech.py holds the audio until the later slices will arrive in time.
     """
-    if not quick_start:
-        return _even(0, frames)
-    if factor is None:
-        return _ranges(frames, iter((*DECODE_FIRST_FRAMES, DECODE_MAX_FRAMES)))
-    return paced_plan(frames, factor, ahead)
+    ranges: list[tuple[int, int]] = []
+    start, size = 0, DECODE_FIRST_FRAMES
+    while quick_start and size < DECODE_MAX_FRAMES and start + size < frames:
+        ranges.append((start, start + size))
+        start, size = start + size, size * DECODE_GROWTH
+    return ranges + _even(start, frames)
 
 
 def _with_context(start: int, end: int, frames: int) -> tuple[int, int]:
@@ -195,14 +127,10 @@ class SentenceAudio(Iterator[np.ndarray]):
     `rest` lets a caller judge, from the voice's measured decoding speed,
     whether the rest will arrive before playback gets there (see
     speech.Speech). It is empty before the first piece and after the last.
-    `heard_by`, set by the caller before the first piece, is when
-    (time.monotonic) a listener will have played the audio sent before this
-    sentence; the quick start counts what is left of it (see decode_plan).
     """
 
     def __init__(self, make: Callable[[SentenceAudio], Iterator[np.ndarray]]) -> None:
         self.rest: tuple[DecodeSlice, ...] = ()
-        self.heard_by: float | None = None
         self._pieces = make(self)
 
     def __next__(self) -> np.ndarray:
@@ -315,6 +243,12 @@ class Voice:
             _LOGGER.warning(
                 "%s cannot be split (%s): audio comes per sentence", files.synthesizer, loaded.unsplit_reason
             )
+        if loaded.no_stream_reason:
+            _LOGGER.warning(
+                "The decoder of %s cannot stream exactly (%s): decoding in overlapping slices",
+                files.synthesizer,
+                loaded.no_stream_reason,
+            )
         for part, choice in loaded.runtimes.items():
             level = logging.WARNING if choice.disagreed else logging.INFO
             _LOGGER.log(level, "Voice %s %s", files.name, choice.summary(part))
@@ -394,18 +328,20 @@ class Voice:
         quick_start: bool = True,
         progress: SentenceAudio | None = None,
     ) -> Iterator[np.ndarray]:
-        """Audio of a latent from `front`, slice by slice, each with its context on either side.
+        """Audio of a latent from `front`: chunk by chunk where the decoder streams, else slice by slice
+        (`quick_start`: small first slices, see decode_plan).
 
-        Before each piece is yielded, `progress.rest` is set to the slices still to decode.
+        Before each piece is yielded, `progress.rest` is set to the runs still to come. Each run's
+        time updates the decoding speed (`decode_factor`).
         """
+        if self.models.streaming_decoder is not None:
+            yield from self._stream(self.models.streaming_decoder, latent, speaker, progress)
+            return
         decoder = self.models.decoder
         assert decoder is not None, "a whole synthesizer has no decoder"
         hop = self.config.hop_length
         frames = latent.shape[2]
-        ahead = 0.0
-        if progress is not None and progress.heard_by is not None:
-            ahead = max(0.0, progress.heard_by - time.monotonic()) * self.sample_rate / hop
-        plan = decode_plan(frames, quick_start, self.decode_factor, ahead)
+        plan = decode_plan(frames, quick_start)
         ranges = [_with_context(start, end, frames) for start, end in plan]
         slices = [
             DecodeSlice((end - start) * hop, (high - low) * hop) for (start, end), (low, high) in zip(plan, ranges)
@@ -418,6 +354,25 @@ class Voice:
                 progress.rest = tuple(slices[index + 1 :])
             yield audio[(start - low) * hop : (end - low) * hop]
 
+    def _stream(
+        self, decoder: StreamingDecoder, latent: np.ndarray, speaker: np.ndarray, progress: SentenceAudio | None
+    ) -> Iterator[np.ndarray]:
+        """One piece per run of the step model. Every run decodes a chunk and, but the first (less the
+        decoder's delay) and the last (what is left), yields a chunk of audio."""
+        hop = self.config.hop_length
+        chunk = decoder.chunk_frames * hop
+        left, runs = latent.shape[2] * hop, decoder.runs(latent.shape[2])
+        pieces = decoder.decode(latent, speaker)
+        for run in range(runs):
+            began = time.perf_counter()
+            audio = next(pieces)
+            self._measure_decoding(time.perf_counter() - began, chunk)
+            left -= len(audio)
+            if progress is not None:
+                later = runs - run - 1
+                progress.rest = tuple(DecodeSlice(max(0, min(chunk, left - chunk * i)), chunk) for i in range(later))
+            yield audio
+
     def _measure_decoding(self, seconds: float, samples: int) -> None:
         if self._decoder_cold:  # not this machine's speed: the warm-up (or first request) pays it
             self._decoder_cold = False
@@ -427,7 +382,7 @@ class Voice:
 
     @property
     def decoder_keeps_up(self) -> bool:
-        """Whether this machine decodes this voice faster than it plays (measured on the latest slices)."""
+        """Whether this machine decodes this voice faster than it plays (measured on the latest runs)."""
         return self.decode_factor is not None and self.decode_factor < 1.0
 
     def predict_durations(self, phonemes: Phonemes, bert: np.ndarray, settings: SynthesisSettings) -> np.ndarray | None:

@@ -68,14 +68,14 @@ _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds wyo
 WHOLE = "model"
 FRONT = "front"
 DECODER = "decoder"
+DECODER_STEP = "decoder_step"  # the decoder as a step model (stream.py), where it can be rewritten
+DECODER_STEP_PLAIN = "decoder_step.plain.onnx"  # its graph before ONNX Runtime's optimization (for other runtimes)
 DURATION_PREDICTOR = "duration_predictor"  # an optional part, cut out of an AIVMX synthesizer
-PLAIN_DECODER = "decoder-plain.onnx"  # the decoder before ORT's optimization, kept until it is measured
 ONNXRUNTIME = "onnxruntime"
 OPENVINO = "openvino"
 BACKENDS = ("auto", ONNXRUNTIME, OPENVINO)
 PRECISIONS = ("auto", "f32", "bf16", "f16")
 LOWER_PRECISIONS = ("bf16", "f16")  # OpenVINO only, where the CPU computes them natively (measure.py)
-GROWS = "memory would grow"  # in the reason a runtime that agrees was refused for its memory (measure.py)
 NO_OPENVINO = "OpenVINO cannot be imported"  # how a choice's note begins when OpenVINO is missing
 OPENVINO_CACHE = "openvino-cache"  # OpenVINO's compiled models, inside the entry
 TIMINGS = "timings.json"  # decoder timings by architecture, shared by the entries of one folder (measure.py)
@@ -139,7 +139,7 @@ class RuntimeChoice:
     @property
     def disagreed(self) -> bool:
         """Whether OpenVINO failed at f32: not a precision trade-off but a runtime computing this model wrongly."""
-        return any(label.endswith(" f32") and GROWS not in why for label, why in self.failed.items())
+        return any(label.endswith(" f32") for label in self.failed)
 
     def summary(self, part: str) -> str:
         """One log line, e.g. `decoder: openvino f32 0.15 s, onnxruntime f32 0.22 s per 100 frames -> openvino f32`."""
@@ -147,6 +147,34 @@ class RuntimeChoice:
         line = f"{part}: {timed} per {self.work} -> {self.label}" if timed else f"{part}: {self.label}"
         extra = [f"{name} rejected: {why}" for name, why in self.failed.items()] + ([self.note] if self.note else [])
         return line + (f" ({'; '.join(extra)})" if extra else "")
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """How to run a decoder's step model (stream.py): a fixed chunk of `chunk_frames` frames of the latent
+    per run, with the sentence's start frame and total frames, and each state fed back as it came out.
+
+    The audio out of the runs, joined, is the whole-sentence decode delayed by `delay` samples.
+    """
+
+    chunk_frames: int
+    hop: int  # audio samples per frame
+    delay: int  # samples out before the sentence's first
+    latent: str  # the inputs: the latent chunk [1, C, chunk_frames] and the speaker embedding [1, G, 1]...
+    speaker: str
+    start: str  # ...the chunk's first frame and the sentence's frames (int64 [1])...
+    frames: str
+    states: tuple[tuple[str, str, tuple[int, ...]], ...]  # ...and each state: (input, output, float32 shape)
+    audio: str = "audio"  # the output: [1, 1, chunk_frames * hop]
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> StreamSpec:
+        states = tuple((str(i), str(o), tuple(int(d) for d in shape)) for i, o, shape in raw.pop("states"))
+        return cls(**raw, states=states)
+
+    def runs(self, frames: int) -> int:
+        """The runs a sentence of `frames` takes: its frames, then zero chunks until its last sample is out."""
+        return -(-(frames * self.hop + self.delay) // (self.chunk_frames * self.hop))
 
 
 @dataclass(frozen=True)
@@ -160,7 +188,9 @@ class PreparedModel:
     extras: dict[str, Path] = field(default_factory=dict)  # other files by name (an AIVMX's config, ...)
     no_duration_predictor_reason: str = ""  # why an AIVMX gave no duration predictor
     runtimes: dict[str, RuntimeChoice] = field(default_factory=dict)  # per part; absent: ONNX Runtime f32
-    unmeasured: bool = False  # on ONNX Runtime f32 until `ModelCache.measure` has chosen the decoder's runtime
+    stream: StreamSpec | None = None  # how to run the DECODER_STEP part, when there is one
+    no_stream_reason: str = ""  # why a split decoder could not be rewritten into one
+    unmeasured: bool = False  # on ONNX Runtime f32 until `ModelCache.measure` has chosen the step model's runtime
 
     def runtime(self, part: str) -> RuntimeChoice:
         return self.runtimes.get(part, RuntimeChoice())
@@ -213,7 +243,8 @@ def native_lower_precision(cpuinfo: str | None = None) -> str | None:
 def _code_signature() -> str:
     """The cache, the optimizer and the splitter: a change in how models are prepared invalidates the cache."""
     digest = hashlib.sha256()
-    for module in ("cache.py", "optimize.py", "split.py", "aivmx.py", "measure.py", "deconv.py", "openvino.py"):
+    modules = ("cache.py", "optimize.py", "split.py", "stream.py", "aivmx.py", "measure.py", "deconv.py", "openvino.py")
+    for module in modules:
         digest.update((Path(__file__).with_name(module)).read_bytes())
     return digest.hexdigest()
 
@@ -514,6 +545,9 @@ def _read_manifest(entry: Path, split: bool) -> PreparedModel | None:
     expected = {FRONT, DECODER} if split and not manifest.get("unsplit_reason") else {WHOLE}
     # Only plain file names inside the entry: the manifest never leads elsewhere.
     names = set(parts.values()) | set(sizes) | set(extras.values())
+    stream = manifest.get("stream")
+    if stream is not None:
+        expected.add(DECODER_STEP)
     if set(parts) - {DURATION_PREDICTOR} != expected or not (set(parts.values()) | set(extras.values())) <= set(sizes):
         return None
     if not all(isinstance(f, str) and f == Path(f).name and f not in ("", ".", "..") for f in names):
@@ -529,6 +563,10 @@ def _read_manifest(entry: Path, split: bool) -> PreparedModel | None:
         return None
     if not set(runtimes) <= set(parts):
         return None
+    try:
+        spec = StreamSpec.from_json(dict(stream)) if stream is not None else None
+    except (TypeError, ValueError, AttributeError):
+        return None
     return PreparedModel(
         {name: entry / file for name, file in parts.items()},
         manifest.get("latent", ""),
@@ -537,5 +575,7 @@ def _read_manifest(entry: Path, split: bool) -> PreparedModel | None:
         {name: entry / file for name, file in extras.items()},
         manifest.get("no_duration_predictor_reason", ""),
         runtimes,
+        spec,
+        manifest.get("no_stream_reason", ""),
         manifest.get("unmeasured", False) is True,
     )

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from ..store import VoiceFiles
 from .cache import (
     DECODER,
+    DECODER_STEP,
     DURATION_PREDICTOR,
     FRONT,
     NO_OPENVINO,
@@ -25,7 +26,15 @@ from .cache import (
     RuntimeRequest,
 )
 from .models import VoiceModels
-from .ort import OrtDecoder, OrtDurationPredictor, OrtFront, OrtWholeSynthesizer, Session, open_session
+from .ort import (
+    OrtDecoder,
+    OrtDurationPredictor,
+    OrtFront,
+    OrtStreamingDecoder,
+    OrtWholeSynthesizer,
+    Session,
+    open_session,
+)
 
 _LOGGER = logging.getLogger(__name__)
 UNTIL_MEASURED = "until the other runtimes are measured, after the start"
@@ -35,11 +44,13 @@ _told_no_openvino = False
 @dataclass(frozen=True)
 class LoadedVoice:
     """A voice's models, why its synthesizer could not be split ("" if it was or was not asked to be),
-    and each measured part's runtime with the measurements it was chosen by (key: decoder)."""
+    each measured part's runtime with the measurements it was chosen by (key: decoder), and why its
+    decoder cannot stream (decodes in slices; "" if it streams or is not split)."""
 
     models: VoiceModels
     unsplit_reason: str
     runtimes: dict[str, RuntimeChoice]
+    no_stream_reason: str = ""
 
 
 def _open(prepared: PreparedModel, part: str, threads: int | None) -> Session:
@@ -68,16 +79,23 @@ def load_voice(files: VoiceFiles, cache: ModelCache, request: RuntimeRequest, ch
     if dp_model is None and files.duration_predictor:
         dp_model = cache.prepare(files.duration_predictor).parts[WHOLE]
     duration_predictor = OrtDurationPredictor(open_session(dp_model, threads)) if dp_model else None
-    if synthesizer.split:
+    if synthesizer.split and synthesizer.stream is not None:  # only the step model is opened
+        models = VoiceModels(
+            front=OrtFront(_open(synthesizer, FRONT, threads), synthesizer.latent, synthesizer.speaker),
+            streaming_decoder=OrtStreamingDecoder(_open(synthesizer, DECODER_STEP, threads), synthesizer.stream),
+            duration_predictor=duration_predictor,
+        )
+        # Keyed by role: what runs the voice's decoder. Auto: ONNX Runtime until measured after the start.
+        choice = synthesizer.runtime(DECODER_STEP)
+        runtimes = {DECODER: replace(choice, note=UNTIL_MEASURED) if synthesizer.unmeasured else choice}
+    elif synthesizer.split:
         names = (synthesizer.latent, synthesizer.speaker)
         models = VoiceModels(
             front=OrtFront(_open(synthesizer, FRONT, threads), *names),
             decoder=OrtDecoder(_open(synthesizer, DECODER, threads), *names),
             duration_predictor=duration_predictor,
         )
-        # Unmeasured when forced onto ONNX Runtime, or (auto) until measured after the start.
-        choice = synthesizer.runtime(DECODER)
-        runtimes = {DECODER: replace(choice, note=UNTIL_MEASURED) if synthesizer.unmeasured else choice}
+        runtimes = {DECODER: synthesizer.runtime(DECODER)}  # only ONNX Runtime runs slices (optimize.py)
     else:
         models = VoiceModels(
             whole=OrtWholeSynthesizer(open_session(synthesizer.parts[WHOLE], threads)),
@@ -85,9 +103,11 @@ def load_voice(files: VoiceFiles, cache: ModelCache, request: RuntimeRequest, ch
         )
         runtimes = {}
     _tell_once_if_no_openvino(runtimes)
-    return LoadedVoice(models, synthesizer.unsplit_reason, runtimes)
+    return LoadedVoice(models, synthesizer.unsplit_reason, runtimes, synthesizer.no_stream_reason)
 
 
 def with_measured_decoder(models: VoiceModels, measured: PreparedModel, threads: int | None) -> VoiceModels:
-    """`models` with the decoder opened on the runtime a measurement chose for it (`ModelCache.measure`)."""
-    return replace(models, decoder=OrtDecoder(_open(measured, DECODER, threads), measured.latent, measured.speaker))
+    """`models` with the step model opened on the runtime a measurement chose for it (`ModelCache.measure`)."""
+    assert measured.stream is not None, "only a step model is measured"
+    session = _open(measured, DECODER_STEP, threads)
+    return replace(models, streaming_decoder=OrtStreamingDecoder(session, measured.stream))

@@ -53,19 +53,19 @@ import onnxruntime as ort
 
 from .cache import (
     BACKENDS,
-    DECODER,
+    DECODER_STEP,
+    DECODER_STEP_PLAIN,
     FRONT,
-    GROWS,
     MANIFEST,
     MEASURING_LOCK,
     NO_OPENVINO,
     OPENVINO,
     OPENVINO_CACHE,
-    PLAIN_DECODER,
     PRECISIONS,
     TIMINGS,
     RuntimeChoice,
     RuntimeRequest,
+    StreamSpec,
     cpu_signature,
     native_lower_precision,
     onnxruntime_version,
@@ -74,7 +74,7 @@ from .cache import (
 )
 from .deconv import widen_conv_transposes
 from .models import SynthesisInputs
-from .ort import OrtDecoder, OrtFront, Session, open_session
+from .ort import OrtFront, Session, decode_streaming, open_session
 
 F32_MIN_SNR_DB = 100.0  # f32 on another runtime: the same computation, only summed in another order
 # A lower precision must measure at least this against f32 on the voice itself. Home Assistant
@@ -174,47 +174,6 @@ class Part:
     graph: bytes  # before ONNX Runtime's optimization (its fused ops are its own)
     work: str  # what one pass is, for the log
     run: Callable[[Session], Outputs]
-    run_at: Callable[[Session, int], Outputs]  # one pass over an input of another length (frames)
-
-
-# Input lengths run after the timed one, as a server's slices differ in length,
-# to see what a runtime keeps once it has run them: OpenVINO's CPU plugin kept
-# some 57 MB per distinct decoder slice length on the full-size stand-in (over
-# a GB after 20 lengths), which `release_memory` does not give back.
-RETENTION_FRAMES = (97, 89, 83, 71)
-MAX_RETAINED_MIB = 48.0
-RETAINED = " retained MB"  # a candidate's label with this: what it kept, in KnownTimings
-
-
-def _growth(retained: float) -> str:
-    return f"keeps {retained:.0f} MB more after {len(RETENTION_FRAMES) - 1} more input lengths (its {GROWS} with every new slice length)"
-
-
-def _anonymous_mib() -> float | None:
-    """This process's anonymous resident memory (Linux), None where /proc cannot tell."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("RssAnon:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return None
-
-
-def retained_mib(session: Session, run_at: Callable[[Session, int], Outputs]) -> float:
-    """What `session` still holds, after giving back memory, once it has run inputs of several lengths
-    more than after one: 0 for a runtime whose memory does not grow with every new input length."""
-    from .memory import give_back_memory
-
-    run_at(session, RETENTION_FRAMES[0])
-    give_back_memory()
-    before = _anonymous_mib()
-    for frames in RETENTION_FRAMES[1:]:
-        run_at(session, frames)
-    give_back_memory()
-    after = _anonymous_mib()
-    return 0.0 if before is None or after is None else max(0.0, after - before)
 
 
 def architecture(graph: bytes, threads: int | None) -> str:
@@ -239,12 +198,9 @@ def architecture(graph: bytes, threads: int | None) -> str:
 class KnownTimings:
     """Timings measured for an earlier voice of the same architecture, kept beside the cache's entries.
 
-    The first start prepares every installed voice; HayaKoe's five share
-    one decoder architecture, so timing it once is enough, and so is checking
-    what a runtime keeps after more input lengths (`RETAINED`): auto does not
-    even compile again a candidate whose memory grew. Each voice still has its
-    own agreement check: that depends on its weights. The cache's lock, held
-    while the child runs, keeps the file consistent.
+    HayaKoe's five voices share one decoder architecture, so timing it once
+    is enough. Each voice still has its own agreement check: that depends on
+    its weights. The lock held while a child measures keeps the file consistent.
     """
 
     def __init__(self, folder: Path) -> None:
@@ -311,16 +267,6 @@ class Measurer:
         snrs: dict[str, float] = {}
         failed: dict[str, str] = {}
         precisions, note = self._precisions()
-        grows: dict[str, str] = {}  # agrees, but its memory grows with every input length
-        retention: dict[str, float] = {}  # MB kept after more input lengths, per candidate checked
-        if self.request.backend != OPENVINO:  # auto: what grew for this architecture is not compiled again
-            for precision in list(precisions):
-                label = f"{OPENVINO} {precision}"
-                if known.get(label + RETAINED, 0.0) > MAX_RETAINED_MIB:
-                    precisions.remove(precision)
-                    grows[label] = _growth(known[label + RETAINED]) + " on an earlier voice of the same architecture"
-                    if label in known:
-                        times[label] = known[label]
         blobs: dict[str, set[Path]] = {}
         ir = self.out / f"{part.key}.xml"
         if precisions:
@@ -339,36 +285,26 @@ class Measurer:
             label = f"{OPENVINO} {precision}"
             self.steps(f"compiling and {verb} {part.key} on {label}", new_step=False)
             try:
-                times[label], snr, problem, retained = self._run_openvino(
-                    part, ir, precision, blobs.setdefault(label, set()), known, reference, times[ORT_F32]
+                times[label], snr, problem = self._run_openvino(
+                    part, ir, precision, blobs.setdefault(label, set()), known, reference
                 )
             except Exception as err:  # a plugin that cannot compile or run it
                 failed[label] = f"could not run: {_first_line(err)}"
                 continue
             if snr is not None:
                 snrs[label] = round(snr, 1)
-            if retained is not None:
-                retention[label + RETAINED] = retained
             if problem:
                 failed[label] = problem
-            elif retained is not None and retained > MAX_RETAINED_MIB:
-                grows[label] = _growth(retained)
-        self.timings.put(key, {**known, **times, **retention})
+        self.timings.put(key, {**known, **times})
         if known and all(label in known for label in times):
             note = "; ".join(filter(None, [note, "timings from an earlier voice of the same architecture"]))
         allowed = [label for label in times if label not in failed]
-        if self.request.backend == OPENVINO:  # asked for: a memory that grows is the user's call, with a warning
-            forced = [label for label in allowed if label != ORT_F32]
-            if not forced:
+        if self.request.backend == OPENVINO:  # asked for: ONNX Runtime only if OpenVINO failed its check
+            allowed = [label for label in allowed if label != ORT_F32] or [ORT_F32]
+            if allowed == [ORT_F32]:
                 note = "; ".join(
                     filter(None, [note, "openvino was asked for but failed its check: onnxruntime runs it"])
                 )
-            elif grows:
-                note = "; ".join(filter(None, [note, *(f"warning: {label} {why}" for label, why in grows.items())]))
-            allowed = forced or [ORT_F32]
-        else:
-            failed.update(grows)
-            allowed = [label for label in allowed if label not in grows]
         chosen = min(allowed, key=times.__getitem__)
         backend, precision = chosen.split()
         unused = self._losers(part, chosen, blobs)
@@ -385,35 +321,20 @@ class Measurer:
         return choice, file, unused
 
     def _run_openvino(
-        self,
-        part: Part,
-        ir: Path,
-        precision: str,
-        blobs: set[Path],
-        known: dict[str, float],
-        reference: Outputs,
-        ort_seconds: float,
-    ) -> tuple[float, float | None, str, float | None]:
-        """`part` compiled at `precision`: its time, its agreement with onnxruntime's `reference` (the SNR,
-        and why it fails or ""), and the MB it keeps after inputs of other lengths (see `retained_mib`),
-        each as `known` for its architecture if it is. The memory check (None otherwise) is only for a
-        candidate that agrees and, in auto, beats onnxruntime's `ort_seconds`: the first start is spared
-        it for one that cannot win. The compiled-model files it added go into `blobs`."""
+        self, part: Part, ir: Path, precision: str, blobs: set[Path], known: dict[str, float], reference: Outputs
+    ) -> tuple[float, float | None, str]:
+        """`part` compiled at `precision`: its time (as `known` for its architecture, if it is) and its
+        agreement with onnxruntime's `reference` (the SNR, and why it fails or ""). The compiled-model
+        files it added go into `blobs`."""
         from .openvino import open_compiled
 
         cache = self.out / OPENVINO_CACHE
         before = set(cache.glob("*"))
         compiled = open_compiled(ir, precision, self.request.threads, cache)
         blobs.update(set(cache.glob("*")) - before)
-        label = f"{OPENVINO} {precision}"
-        outputs, seconds = best_time(part.run, compiled, known.get(label))
+        outputs, seconds = best_time(part.run, compiled, known.get(f"{OPENVINO} {precision}"))
         snr, problem = agreement(reference, outputs, F32_MIN_SNR_DB if precision == "f32" else LOWER_MIN_SNR_DB)
-        retained = None
-        if not problem and (self.request.backend == OPENVINO or seconds < ort_seconds):
-            retained = known.get(label + RETAINED)
-            if retained is None:
-                retained = retained_mib(compiled, part.run_at)
-        return seconds, snr, problem, retained  # then dropped: one compiled model at a time
+        return seconds, snr, problem  # then dropped: one compiled model at a time
 
     def _losers(self, part: Part, chosen: str, blobs: dict[str, set[Path]]) -> list[Path]:
         """The other runtime's files, which the server never loads: compiled models are removed now
@@ -433,36 +354,37 @@ def _first_line(err: Exception) -> str:
     return (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
 
 
-def measure_decoder(
-    measurer: Measurer, entry: Path, graph: bytes, latent: str, speaker: str
+def measure_step_model(
+    measurer: Measurer, entry: Path, graph: bytes, manifest: dict[str, Any]
 ) -> tuple[RuntimeChoice, str, list[Path]]:
-    """The decoder (plain `graph`, optimized in the entry) on the first `DECODER_FRAMES` frames of the
-    latent the entry's front makes of a made-up sentence."""
+    """The step model (plain `graph`, optimized in the entry) decoding the first `DECODER_FRAMES` frames
+    of the latent the entry's front makes of a made-up sentence, chunk by chunk, flush included."""
+    latent, speaker = manifest["latent"], manifest["speaker"]
+    spec = StreamSpec.from_json(manifest["stream"])
     front_model = entry / f"{FRONT}.onnx"
     inputs = sentence(vocabulary_sizes(onnx.load(str(front_model), load_external_data=False)))
     front = OrtFront(open_session(front_model, measurer.request.threads), latent, speaker)
     z, g = front.latent(inputs)
     del front
     z = np.tile(z, (1, 1, -(-DECODER_FRAMES // z.shape[2])))[:, :, :DECODER_FRAMES]
-    decoder = Part(
-        DECODER,
-        entry / f"{DECODER}.onnx",
+    step = Part(
+        DECODER_STEP,
+        entry / f"{DECODER_STEP}.onnx",
         graph,
-        f"{DECODER_FRAMES} frames",
-        lambda session: (OrtDecoder(session, latent, speaker).decode(z, g),),
-        lambda session, frames: (OrtDecoder(session, latent, speaker).decode(z[:, :, :frames], g),),
+        f"{DECODER_FRAMES} frames ({spec.runs(DECODER_FRAMES)} runs of {spec.chunk_frames})",
+        lambda session: (decode_streaming(session, spec, z, g),),
     )
-    return measurer.measure(decoder)
+    return measurer.measure(step)
 
 
 def choose_decoder_runtime(entry: Path, manifest: dict[str, Any], request: RuntimeRequest, steps: Steps) -> list[Path]:
-    """Measure the decoder of the unmeasured `entry` and record the choice in its `manifest` (not yet
+    """Measure the step model of the unmeasured `entry` and record the choice in its `manifest` (not yet
     written); returns the entry's files the new manifest no longer needs (see `cache.write_manifest`)."""
-    plain = entry / PLAIN_DECODER
+    plain = entry / DECODER_STEP_PLAIN
     measurer = Measurer(request, entry, steps)
-    choice, file, unused = measure_decoder(measurer, entry, plain.read_bytes(), manifest["latent"], manifest["speaker"])
-    manifest["runtimes"] = {DECODER: asdict(choice)}
-    manifest["parts"][DECODER] = file
+    choice, file, unused = measure_step_model(measurer, entry, plain.read_bytes(), manifest)
+    manifest["runtimes"] = {DECODER_STEP: asdict(choice)}
+    manifest["parts"][DECODER_STEP] = file
     del manifest["unmeasured"]
     return [*unused, plain]
 

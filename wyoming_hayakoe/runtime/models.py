@@ -9,6 +9,7 @@ runtime module, never in the engine.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -55,6 +56,23 @@ class Decoder(Protocol):
         ...
 
 
+class StreamingDecoder(Protocol):
+    """The HiFi-GAN decoder as a step model: a fixed chunk of frames per run, its state carried between runs."""
+
+    @property
+    def chunk_frames(self) -> int:
+        """Frames of z each run decodes, whatever part of them is padding."""
+        ...
+
+    def runs(self, frames: int) -> int:
+        """Runs a latent of `frames` takes: its frames, then zero chunks until its last sample is out."""
+        ...
+
+    def decode(self, z: np.ndarray, g: np.ndarray) -> Iterator[np.ndarray]:
+        """float32 mono audio in ±1 of the whole z, one piece per run (the same samples as one whole decode)."""
+        ...
+
+
 class WholeSynthesizer(Protocol):
     """A synthesizer that could not be cut in two: audio per sentence."""
 
@@ -73,13 +91,15 @@ class DurationPredictor(Protocol):
 
 @dataclass(frozen=True)
 class VoiceModels:
-    """A voice's models: a front and decoder, or (if unsplittable) a whole synthesizer."""
+    """A voice's models: a front and a decoder (streaming, or else run on slices), or a whole synthesizer."""
 
     front: SynthesizerFront | None = None
     decoder: Decoder | None = None
     whole: WholeSynthesizer | None = None
     duration_predictor: DurationPredictor | None = None
+    streaming_decoder: StreamingDecoder | None = None
 
     def __post_init__(self) -> None:
-        if (self.front is None) != (self.decoder is None) or (self.front is None) == (self.whole is None):
-            raise ValueError("a voice needs either a front and a decoder, or a whole synthesizer")
+        decoders = (self.decoder is not None) + (self.streaming_decoder is not None)
+        if (self.front is None) != (decoders == 0) or decoders > 1 or (self.front is None) == (self.whole is None):
+            raise ValueError("a voice needs either a front and one decoder, or a whole synthesizer")

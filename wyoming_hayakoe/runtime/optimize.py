@@ -31,10 +31,11 @@ from ..store import AIVMX_SUFFIX, VOICE_CONFIG_FILE, InvalidAivmx
 from .cache import (
     BACKENDS,
     DECODER,
+    DECODER_STEP,
+    DECODER_STEP_PLAIN,
     DURATION_PREDICTOR,
     FRONT,
     ONNXRUNTIME,
-    PLAIN_DECODER,
     PRECISIONS,
     WHOLE,
     RuntimeChoice,
@@ -43,6 +44,38 @@ from .cache import (
     write_manifest,
 )
 from .measure import Steps, choose_decoder_runtime, openvino_missing
+from .split import SplitSynthesizer
+
+# The step model is kept only if it decodes a latent as a whole decode does, to this
+# SNR over the whole and over its last frames: exactness is the rewrite's promise,
+# so a graph it misreads falls back to slices instead of sounding wrong.
+STREAM_MIN_SNR_DB = 100.0
+# Why a decoder that cannot stream is never measured: OpenVINO keeps buffers for every input
+# shape it has run, and slices come in many lengths (some 57 MB more per length, full-size).
+SLICES_ON_ONNXRUNTIME = (
+    "decodes in slices of varying length, which only ONNX Runtime runs without keeping memory per length"
+)
+
+
+def _stream_into(halves: SplitSynthesizer, out: Path, manifest: dict[str, Any]) -> None:
+    """The decoder's step model (stream.py), checked against a whole decode, into the entry; or why not."""
+    from .stream import Unstreamable, exactness, to_step_model
+
+    try:
+        step = to_step_model(halves.decoder, halves.latent, halves.speaker)
+        whole, tail = exactness(halves.decoder, step)
+        if min(whole, tail) < STREAM_MIN_SNR_DB:
+            raise Unstreamable(f"its audio is {whole:.0f} dB (last frames {tail:.0f} dB) from a whole decode's")
+    except Unstreamable as err:
+        manifest["no_stream_reason"] = str(err)
+        return
+    except Exception as err:  # a graph the rewrite misread so that no runtime takes it
+        manifest["no_stream_reason"] = f"the rewritten decoder does not run: {str(err).strip()[:300]}"
+        return
+    _optimize(step.graph, out / f"{DECODER_STEP}.onnx")
+    (out / DECODER_STEP_PLAIN).write_bytes(step.graph)
+    manifest["parts"][DECODER_STEP] = f"{DECODER_STEP}.onnx"
+    manifest["stream"] = asdict(step.spec)
 
 
 def _optimize(model: Path | bytes, out: Path) -> None:
@@ -89,6 +122,7 @@ def _prepare_into(source: Path, out: Path, split: bool, request: RuntimeRequest 
         "parts": {},
     }
     parts: dict[str, str] = manifest["parts"]
+    manifest["runtimes"] = {}
     # Forced onto ONNX Runtime, or without OpenVINO, there is nothing to choose between; auto chooses
     # later, in the background.
     choosing = request is not None and request.backend != ONNXRUNTIME
@@ -96,7 +130,7 @@ def _prepare_into(source: Path, out: Path, split: bool, request: RuntimeRequest 
     choosing = choosing and not missing
     measuring_now = request if choosing and request is not None and not request.measured_later else None
     aivmx = source.suffix.lower() == AIVMX_SUFFIX
-    steps = Steps(((4 if measuring_now else 3) if split else 1) + aivmx)
+    steps = Steps(((5 if measuring_now else 4) if split else 1) + aivmx)
     model: Any = source  # a path, or a converted model (onnx.ModelProto)
     config = _config_beside(source) if split else {}
     if aivmx:
@@ -122,14 +156,22 @@ def _prepare_into(source: Path, out: Path, split: bool, request: RuntimeRequest 
         steps("optimizing the decoder")
         _optimize(halves.decoder, out / f"{DECODER}.onnx")
         parts.update({FRONT: f"{FRONT}.onnx", DECODER: f"{DECODER}.onnx"})
+        steps("rewriting the decoder to stream")
+        _stream_into(halves, out, manifest)
         manifest.update(latent=halves.latent, speaker=halves.speaker)
-        if choosing:
-            (out / PLAIN_DECODER).write_bytes(halves.decoder)  # what OpenVINO converts (ORT's fused ops are its own)
+        # Only the step model is measured: OpenVINO compiles its one input shape once, while the slices'
+        # varying lengths would each keep buffers of their own.
+        measured = DECODER_STEP if DECODER_STEP in parts else DECODER
+        if missing:
+            manifest["runtimes"] = {measured: asdict(RuntimeChoice(note=missing))}
+        elif choosing and measured == DECODER:
+            manifest["runtimes"] = {DECODER: asdict(RuntimeChoice(note=SLICES_ON_ONNXRUNTIME))}
+        elif choosing:
             manifest["unmeasured"] = True
-    manifest["runtimes"] = {DECODER: asdict(RuntimeChoice(note=missing))} if missing and halves else {}
+    unused = [out / DECODER_STEP_PLAIN] if "unmeasured" not in manifest else []  # what OpenVINO converts
     if measuring_now is not None and "unmeasured" in manifest:
-        choose_decoder_runtime(out, manifest, measuring_now, steps)
-    write_manifest(out, manifest)
+        unused = choose_decoder_runtime(out, manifest, measuring_now, steps)
+    write_manifest(out, manifest, unused)
 
 
 def main(argv: list[str] | None = None) -> None:

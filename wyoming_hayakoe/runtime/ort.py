@@ -11,6 +11,7 @@ made (see cache.py), loading.py a voice's models.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -18,7 +19,7 @@ import numpy as np
 import onnxruntime as ort
 
 from ..store import BertFiles
-from .cache import WHOLE, ModelCache
+from .cache import WHOLE, ModelCache, StreamSpec
 from .models import SynthesisInputs
 
 
@@ -117,6 +118,49 @@ class OrtDecoder(_OnSession):
 
     def decode(self, z: np.ndarray, g: np.ndarray) -> np.ndarray:
         return self.session.run(["audio"], {self.latent: z, self.speaker: g})[0].reshape(-1)
+
+
+class OrtStreamingDecoder(_OnSession):
+    """A decoder's step model (stream.py) on any session: a latent decoded a fixed chunk at a time."""
+
+    def __init__(self, session: Session, spec: StreamSpec) -> None:
+        super().__init__(session)
+        self.spec = spec
+        self._outputs = [spec.audio, *(output for _, output, _ in spec.states)]
+
+    @property
+    def chunk_frames(self) -> int:
+        return self.spec.chunk_frames
+
+    def runs(self, frames: int) -> int:
+        return self.spec.runs(frames)
+
+    def decode(self, z: np.ndarray, g: np.ndarray) -> Iterator[np.ndarray]:
+        """The sentence's audio, one piece per run: the whole decode's samples, the delay dropped."""
+        spec = self.spec
+        frames = z.shape[2]
+        states = {name: np.zeros(shape, dtype=np.float32) for name, _, shape in spec.states}
+        chunk = np.zeros((1, z.shape[1], spec.chunk_frames), dtype=np.float32)
+        total = np.array([frames], dtype=np.int64)
+        skip, left = spec.delay, frames * spec.hop
+        for run in range(spec.runs(frames)):
+            start = run * spec.chunk_frames
+            part = z[:, :, start : start + spec.chunk_frames]
+            chunk[:, :, : part.shape[2]] = part
+            chunk[:, :, part.shape[2] :] = 0.0
+            feeds = {spec.latent: chunk, spec.speaker: g, spec.start: np.array([start], dtype=np.int64)}
+            audio, *new_states = self.session.run(self._outputs, {**feeds, spec.frames: total, **states})
+            states = dict(zip(states, new_states))
+            audio = audio.reshape(-1)[skip:]
+            skip = max(0, skip - spec.chunk_frames * spec.hop)
+            piece = audio[:left]
+            left -= len(piece)
+            yield piece
+
+
+def decode_streaming(session: Session, spec: StreamSpec, z: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """The whole audio of latent `z` through a step model on `session` (any runtime), for checks and measuring."""
+    return np.concatenate(list(OrtStreamingDecoder(session, spec).decode(z, g)))
 
 
 class OrtWholeSynthesizer(_OnSession):

@@ -1,0 +1,420 @@
+"""The split decoder rewritten into a step model: a fixed chunk of frames per run, exact, nothing decoded twice.
+
+A HiFi-GAN decoder is convolutions, transposed convolutions (the
+upsampling), elementwise activations and sums of branches. Each tensor that
+depends on the latent z runs along time at a rate (samples per frame of z)
+and, once streamed, a delay (samples of the stream before the tensor's
+first one). The rewrite walks the graph once and, after the technique of
+cached convolutions (Caillon & Esling 2022):
+
+- makes each Conv causal: the last (k-1)·d input samples of the previous
+  run are kept as state and put before the chunk; the conv runs without
+  time padding and its output is delayed by its right padding;
+- overlaps and adds each ConvTranspose: the k-u samples it spills past the
+  chunk are kept and added to the next run's first ones; its bias, added to
+  every sample, is added after the sum (once); the delay is multiplied by
+  the stride u and grows by its left padding;
+- passes the delay through elementwise operations, and where two branches
+  meet (a residual sum, the sum of the multi-receptive-field blocks), delays
+  the earlier one with a buffer of the difference, so they stay aligned.
+
+A whole-sentence decode pads every convolution's input with zeros at both
+ends of the sentence; in the stream the positions outside it hold what the
+biases made of nothing. So every Conv and ConvTranspose input is multiplied
+by a mask, 1 where the position (stream index less the tensor's delay) lies
+in the sentence, computed in the graph from two more inputs: the chunk's
+first frame and the sentence's frames. The runs go on with zero chunks until
+the sentence's last sample is out; the first `delay` samples are dropped
+(ort.OrtStreamingDecoder). The audio is then the whole decode's, to float
+rounding.
+
+Anything else on a time tensor (a reshape, a slice, padding...) is refused
+with the reason (Unstreamable): that decoder keeps the overlapping slices.
+Runs in the cache's child only (it imports `onnx`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+from .cache import StreamSpec
+from .ort import OrtDecoder, decode_streaming
+
+# Frames of the latent per run. The first run's audio is what it decodes less
+# the delay (some 13 frames on HayaKoe's decoder), and every sentence ends
+# with a run that is partly padding (half a chunk, on average, past the
+# delay); per-run overhead (a few hundred small operations) wants it long.
+# 32 frames (0.37 s at 44.1 kHz) gives a first piece of some 19 frames, and
+# a decoder at under 0.6 s per second of audio keeps ahead of playback from it.
+CHUNK_FRAMES = 32
+START = "stream_start"
+FRAMES = "stream_frames"
+_TIME_AXIS = -1
+_ELEMENTWISE = {
+    # unary, or broadcast with tensors that do not run along time
+    "Abs", "Clip", "Cos", "Elu", "Erf", "Exp", "Gelu", "HardSigmoid", "Identity", "LeakyRelu", "Neg", "PRelu",
+    "Relu", "Selu", "Sigmoid", "Sin", "Softplus", "Softsign", "Sqrt", "Tanh", "Pow",
+    # binary or variadic: branches that meet
+    "Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "Mean",
+}  # fmt: skip
+
+
+class Unstreamable(ValueError):
+    """The decoder does something the rewrite cannot stream exactly; the message says what."""
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """The step model's plain ONNX graph (not yet optimized by any runtime) and how to run it."""
+
+    graph: bytes
+    spec: StreamSpec
+
+
+@dataclass(frozen=True)
+class _Timed:
+    rate: int  # samples per frame of z
+    delay: int  # samples of the stream before the tensor's first
+
+
+def _attribute(node: onnx.NodeProto, name: str, default: Any) -> Any:
+    for attribute in node.attribute:
+        if attribute.name == name:
+            value = helper.get_attribute_value(attribute)
+            return value.decode() if isinstance(value, bytes) else (list(value) if isinstance(value, list) else value)
+    return default
+
+
+def _ints(node: onnx.NodeProto, name: str, default: list[int]) -> list[int]:
+    return [int(v) for v in _attribute(node, name, default)]
+
+
+class _Rewrite:
+    """One pass over the decoder's nodes, in order, into the step model's."""
+
+    def __init__(self, decoder: onnx.ModelProto, latent: str, speaker: str, chunk_frames: int) -> None:
+        self.model = decoder
+        self.chunk = chunk_frames
+        self.latent, self.speaker = latent, speaker
+        inferred = onnx.shape_inference.infer_shapes(decoder)
+        self.shapes: dict[str, list[int | None]] = {}
+        for value in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
+            dims = value.type.tensor_type.shape.dim
+            self.shapes[value.name] = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+        for tensor in decoder.graph.initializer:
+            self.shapes[tensor.name] = list(tensor.dims)
+        self.timed: dict[str, _Timed] = {latent: _Timed(1, 0)}
+        self.nodes: list[onnx.NodeProto] = []
+        self.constants: list[onnx.TensorProto] = []
+        self.states: list[tuple[str, str, tuple[int, ...]]] = []
+        self._masks: dict[tuple[int, int], str] = {}
+        self._positions: dict[int, tuple[str, str]] = {}
+        self._delayed: dict[tuple[str, int], str] = {}
+        self._names = 0
+
+    # -- building blocks ------------------------------------------------------------
+
+    def _name(self, what: str) -> str:
+        self._names += 1
+        return f"stream/{what}_{self._names}"
+
+    def _node(self, op: str, inputs: list[str], what: str, **attributes: Any) -> str:
+        out = self._name(what)
+        self.nodes.append(helper.make_node(op, inputs, [out], name=out, **attributes))
+        return out
+
+    def _constant(self, value: np.ndarray, what: str) -> str:
+        name = self._name(what)
+        self.constants.append(numpy_helper.from_array(value, name))
+        return name
+
+    def _int(self, value: int) -> str:
+        return self._constant(np.array([value], dtype=np.int64), "int")
+
+    def _slice(self, tensor: str, start: int, end: int) -> str:
+        return self._node("Slice", [tensor, self._int(start), self._int(end), self._int(_TIME_AXIS)], "slice")
+
+    def _state(self, channels: int, length: int, new_value: str, what: str) -> str:
+        """A state input of [1, channels, length]; `new_value` (the same shape) is its output for the next run."""
+        name = self._name(what)
+        self.states.append((name, new_value, (1, channels, length)))
+        return name
+
+    def _channels(self, tensor: str, node: onnx.NodeProto) -> int:
+        """The channels of a [1, C, time] tensor `node` reads: inferred, or else a convolution's weights tell."""
+        shape = self.shapes.get(tensor)
+        if shape and len(shape) == 3 and shape[1] is not None:
+            return int(shape[1])
+        weight = self.shapes.get(node.input[1]) if node.op_type == "Conv" and tensor == node.input[0] else None
+        if weight and len(weight) == 3 and weight[1] is not None:
+            channels = int(weight[1]) * int(_attribute(node, "group", 1))
+            self.shapes[tensor] = [1, channels, None]
+            return channels
+        raise Unstreamable(f"the channels of {tensor!r} (read by {node.op_type} {node.name!r}) are not known")
+
+    def _chunk_length(self, rate: int) -> int:
+        return self.chunk * rate
+
+    def _mask(self, timed: _Timed) -> str:
+        """float [chunk·rate]: 1 where this run's stream positions, less the delay, lie in the sentence."""
+        key = (timed.rate, timed.delay)
+        if key not in self._masks:
+            if timed.rate not in self._positions:
+                first = self._node("Mul", [START, self._int(timed.rate)], "first_position")
+                steps = self._constant(np.arange(self._chunk_length(timed.rate), dtype=np.int64), "steps")
+                positions = self._node("Add", [first, steps], "positions")
+                length = self._node("Mul", [FRAMES, self._int(timed.rate)], "length")
+                self._positions[timed.rate] = (positions, length)
+            positions, length = self._positions[timed.rate]
+            before = self._node("Less", [positions, self._int(timed.delay)], "before")
+            end = self._node("Add", [length, self._int(timed.delay)], "end")
+            inside = self._node(
+                "And", [self._node("Not", [before], "not_before"), self._node("Less", [positions, end], "until")], "in"
+            )
+            self._masks[key] = self._node("Cast", [inside], "mask", to=TensorProto.FLOAT)
+        return self._masks[key]
+
+    def _masked(self, tensor: str) -> str:
+        return self._node("Mul", [tensor, self._mask(self.timed[tensor])], "masked")
+
+    def _delay(self, tensor: str, samples: int, node: onnx.NodeProto) -> str:
+        """`tensor` later by `samples` (a buffer of the previous runs' last samples)."""
+        key = (tensor, samples)
+        if key not in self._delayed:
+            length = self._chunk_length(self.timed[tensor].rate)
+            state_out = self._name("delay_state")
+            state = self._state(self._channels(tensor, node), samples, state_out, "delay")
+            joined = self._node("Concat", [state, tensor], "delay_joined", axis=_TIME_AXIS)
+            self.nodes.append(
+                helper.make_node(
+                    "Slice",
+                    [joined, self._int(length), self._int(length + samples), self._int(_TIME_AXIS)],
+                    [state_out],
+                    name=state_out,
+                )
+            )
+            delayed = self._slice(joined, 0, length)
+            self.timed[delayed] = _Timed(self.timed[tensor].rate, self.timed[tensor].delay + samples)
+            self._delayed[key] = delayed
+        return self._delayed[key]
+
+    # -- the operations -------------------------------------------------------------
+
+    def run(self) -> None:
+        for node in self.model.graph.node:
+            timed_inputs = [name for name in node.input if name in self.timed]
+            if not timed_inputs:
+                self.nodes.append(node)  # weights, the speaker's conditioning, constants
+            elif node.op_type == "Conv":
+                self._conv(node)
+            elif node.op_type == "ConvTranspose":
+                self._conv_transpose(node)
+            elif node.op_type in _ELEMENTWISE:
+                self._elementwise(node, timed_inputs)
+            else:
+                raise Unstreamable(f"{node.op_type} {node.name!r} works on the time axis")
+
+    def _conv_attributes(self, node: onnx.NodeProto) -> tuple[int, int, int, int, int]:
+        """(kernel, stride, dilation, left pad, right pad) of a 1-D convolution with constant weights."""
+        if any(name in self.timed for name in node.input[1:]):
+            raise Unstreamable(f"{node.op_type} {node.name!r} has weights that depend on the latent")
+        weight = self.shapes.get(node.input[1])
+        kernel = _ints(node, "kernel_shape", [weight[2]] if weight and len(weight) == 3 and weight[2] else [])
+        strides = _ints(node, "strides", [1])
+        dilations = _ints(node, "dilations", [1])
+        pads = _ints(node, "pads", [0, 0])
+        if len(kernel) != 1 or len(strides) != 1 or len(dilations) != 1 or len(pads) != 2:
+            raise Unstreamable(f"{node.op_type} {node.name!r} is not a 1-D convolution of known kernel")
+        if _attribute(node, "auto_pad", "NOTSET") != "NOTSET":
+            raise Unstreamable(f"{node.op_type} {node.name!r} pads automatically")
+        return kernel[0], strides[0], dilations[0], pads[0], pads[1]
+
+    def _conv(self, node: onnx.NodeProto) -> None:
+        kernel, stride, dilation, left, right = self._conv_attributes(node)
+        context = (kernel - 1) * dilation
+        if stride != 1 or left + right != context:
+            raise Unstreamable(f"Conv {node.name!r} changes the length (stride {stride}, pads {left}+{right})")
+        source = node.input[0]
+        timed = self.timed[source]
+        conv_input = self._masked(source)
+        if context:
+            state_out = self._name("conv_state")
+            state = self._state(self._channels(source, node), context, state_out, "conv")
+            conv_input = self._node("Concat", [state, conv_input], "conv_joined", axis=_TIME_AXIS)
+            self.nodes.append(
+                helper.make_node(
+                    "Slice",
+                    [conv_input, self._int(-context), self._int(np.iinfo(np.int64).max), self._int(_TIME_AXIS)],
+                    [state_out],
+                    name=state_out,
+                )
+            )
+        conv = helper.make_node("Conv", [conv_input, *node.input[1:]], list(node.output), name=node.name)
+        conv.attribute.extend(a for a in node.attribute if a.name != "pads")
+        conv.attribute.append(helper.make_attribute("pads", [0, 0]))
+        self.nodes.append(conv)
+        self.timed[node.output[0]] = _Timed(timed.rate, timed.delay + right)
+
+    def _conv_transpose(self, node: onnx.NodeProto) -> None:
+        kernel, stride, dilation, left, right = self._conv_attributes(node)
+        extra = _ints(node, "output_padding", [0])
+        if dilation != 1 or _ints(node, "output_shape", []) or kernel - left - right + extra[0] != stride:
+            raise Unstreamable(f"ConvTranspose {node.name!r} does not upsample by exactly its stride")
+        source = node.input[0]
+        timed = self.timed[source]
+        length = self._chunk_length(timed.rate * stride)
+        spill = kernel - stride
+        if spill < 0 or spill > length:
+            raise Unstreamable(f"ConvTranspose {node.name!r} has a kernel shorter than its stride")
+        full = self._name("upsampled")
+        conv = helper.make_node("ConvTranspose", [self._masked(source), node.input[1]], [full], name=node.name)
+        kept = ("kernel_shape", "strides", "dilations", "group")
+        conv.attribute.extend(a for a in node.attribute if a.name in kept)
+        conv.attribute.append(helper.make_attribute("pads", [0, 0]))
+        self.nodes.append(conv)
+        out = full
+        if spill:
+            state_out = self._name("spill_state")
+            weight = self.shapes.get(node.input[1])
+            if not weight or len(weight) != 3 or weight[1] is None:
+                raise Unstreamable(f"the channels of ConvTranspose {node.name!r} are not known")
+            channels = int(weight[1]) * int(_attribute(node, "group", 1))
+            state = self._state(channels, spill, state_out, "spill")
+            head = self._node("Add", [self._slice(full, 0, spill), state], "overlap")
+            out = self._node("Concat", [head, self._slice(full, spill, length)], "overlapped", axis=_TIME_AXIS)
+            self.nodes.append(
+                helper.make_node(
+                    "Slice",
+                    [full, self._int(length), self._int(length + spill), self._int(_TIME_AXIS)],
+                    [state_out],
+                    name=state_out,
+                )
+            )
+        if len(node.input) > 2 and node.input[2]:
+            bias = self._node("Reshape", [node.input[2], self._constant(np.array([1, -1, 1]), "shape")], "bias")
+            self.nodes.append(helper.make_node("Add", [out, bias], [node.output[0]], name=self._name("biased")))
+        else:
+            self.nodes.append(helper.make_node("Identity", [out], [node.output[0]], name=self._name("upsampled")))
+        self.timed[node.output[0]] = _Timed(timed.rate * stride, timed.delay * stride + left)
+
+    def _elementwise(self, node: onnx.NodeProto, timed_inputs: list[str]) -> None:
+        rates = {self.timed[name].rate for name in timed_inputs}
+        if len(rates) != 1:
+            raise Unstreamable(f"{node.op_type} {node.name!r} joins tensors of different rates {sorted(rates)}")
+        latest = max(self.timed[name].delay for name in timed_inputs)
+        inputs = [
+            self._delay(name, latest - self.timed[name].delay, node)
+            if name in self.timed and self.timed[name].delay < latest
+            else name
+            for name in node.input
+        ]
+        aligned = helper.make_node(node.op_type, inputs, list(node.output), name=node.name, domain=node.domain)
+        aligned.attribute.extend(node.attribute)
+        self.nodes.append(aligned)
+        rate = rates.pop()
+        self.timed.update((out, _Timed(rate, latest)) for out in node.output)
+
+    # -- the model ------------------------------------------------------------------
+
+    def model_proto(self) -> tuple[onnx.ModelProto, StreamSpec]:
+        audio = self.model.graph.output[0].name
+        if audio not in self.timed:
+            raise Unstreamable("the audio does not depend on the latent")
+        out = self.timed[audio]
+        latent_channels, speaker_channels = (
+            self._channels(name, next(node for node in self.model.graph.node if name in node.input))
+            for name in (self.latent, self.speaker)
+        )
+        inputs = [
+            helper.make_tensor_value_info(self.latent, TensorProto.FLOAT, [1, latent_channels, self.chunk]),
+            helper.make_tensor_value_info(self.speaker, TensorProto.FLOAT, [1, speaker_channels, 1]),
+            helper.make_tensor_value_info(START, TensorProto.INT64, [1]),
+            helper.make_tensor_value_info(FRAMES, TensorProto.INT64, [1]),
+            *(helper.make_tensor_value_info(i, TensorProto.FLOAT, list(shape)) for i, _, shape in self.states),
+        ]
+        outputs = [
+            helper.make_tensor_value_info(audio, TensorProto.FLOAT, [1, 1, self.chunk * out.rate]),
+            *(helper.make_tensor_value_info(o, TensorProto.FLOAT, list(shape)) for _, o, shape in self.states),
+        ]
+        graph = helper.make_graph(
+            self.nodes,
+            "decoder_step",
+            inputs,
+            outputs,
+            initializer=[*self.model.graph.initializer, *self.constants],
+        )
+        step = helper.make_model(graph, opset_imports=list(self.model.opset_import))
+        step.ir_version = self.model.ir_version
+        spec = StreamSpec(
+            chunk_frames=self.chunk,
+            hop=out.rate,
+            delay=out.delay,
+            latent=self.latent,
+            speaker=self.speaker,
+            start=START,
+            frames=FRAMES,
+            states=tuple(self.states),
+            audio=audio,
+        )
+        return step, spec
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+
+
+def to_step_model(
+    decoder: onnx.ModelProto | bytes, latent: str, speaker: str, chunk_frames: int = CHUNK_FRAMES
+) -> StepModel:
+    """The step model of a split decoder (split.py: inputs `latent` [1, C, frames] and `speaker` [1, G, 1],
+    output the audio); Unstreamable with the reason when it cannot be rewritten exactly.
+
+    A chunk shorter than the decoder's delay is lengthened to just over it,
+    so every run but a short sentence's flush yields audio.
+    """
+    model = onnx.load_from_string(decoder) if isinstance(decoder, bytes) else decoder
+    if _opset(model) < 11:
+        raise Unstreamable(f"opset {_opset(model)} is older than 11")
+    rewrite = _Rewrite(model, latent, speaker, chunk_frames)
+    rewrite.run()
+    step, spec = rewrite.model_proto()
+    if spec.delay >= spec.chunk_frames * spec.hop:
+        return to_step_model(model, latent, speaker, spec.delay // spec.hop + 1)
+    onnx.checker.check_model(step)
+    return StepModel(step.SerializeToString(), spec)
+
+
+def _session(model: bytes) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
+def exactness(decoder: bytes, step: StepModel, frames: int | None = None, tail_frames: int = 2) -> tuple[float, float]:
+    """SNR in dB of the step model's audio against the whole decode's (ONNX Runtime, f32) of a random
+    latent of `frames` (default: two chunks and a part, so every edge is crossed): over the whole
+    sentence, and over its last `tail_frames` frames."""
+    from .measure import snr_db
+
+    spec = step.spec
+    declared = {i.name: i for i in onnx.load_from_string(step.graph).graph.input}
+
+    def channels(name: str) -> int:
+        return int(declared[name].type.tensor_type.shape.dim[1].dim_value)
+
+    rng = np.random.default_rng(0)
+    length = frames or 2 * spec.chunk_frames + spec.chunk_frames // 2 + 1
+    z = rng.standard_normal((1, channels(spec.latent), length)).astype(np.float32)
+    g = rng.standard_normal((1, channels(spec.speaker), 1)).astype(np.float32)
+    whole = OrtDecoder(_session(decoder), spec.latent, spec.speaker).decode(z, g)
+    streamed = decode_streaming(_session(step.graph), spec, z, g)
+    if streamed.shape != whole.shape:
+        raise Unstreamable(f"its audio has {streamed.size} samples where a whole decode has {whole.size}")
+    tail = tail_frames * spec.hop
+    return snr_db(whole, streamed), snr_db(whole[-tail:], streamed[-tail:])
