@@ -360,7 +360,7 @@ def measure_step_model(
     """The step model (plain `graph`, optimized in the entry) decoding the first `DECODER_FRAMES` frames
     of the latent the entry's front makes of a made-up sentence, chunk by chunk, flush included."""
     latent, speaker = manifest["latent"], manifest["speaker"]
-    spec = StreamSpec.from_json(manifest["stream"])
+    spec = StreamSpec.from_json(dict(manifest["stream"]))  # a copy: from_json takes it apart
     front_model = entry / f"{FRONT}.onnx"
     inputs = sentence(vocabulary_sizes(onnx.load(str(front_model), load_external_data=False)))
     front = OrtFront(open_session(front_model, measurer.request.threads), latent, speaker)
