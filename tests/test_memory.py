@@ -176,3 +176,36 @@ def test_the_worst_sentence_stays_within_a_bound(standin_dir: Path) -> None:
     """
     rss = _speak_measured(standin_dir, WORST_CHARACTER * 40, "--length-scale", str(LONGEST_SCALE))
     assert rss["peak"] - rss["idle"] < 300, rss
+
+
+def _native_lower() -> list[tuple[str, str]]:
+    from wyoming_hayakoe.runtime.cache import native_lower_precision
+
+    lower = native_lower_precision()
+    return [("openvino", lower)] if lower is not None else []
+
+
+@pytest.mark.parametrize(("backend", "precision"), [("onnxruntime", "f32"), ("openvino", "f32"), *_native_lower()])
+def test_memory_stays_flat_over_45_sentence_lengths_on_every_runtime_auto_may_choose(
+    standin_dir: Path, tmp_path: Path, backend: str, precision: str
+) -> None:
+    """The step model has one input shape: a runtime that keeps buffers per shape (OpenVINO did, some 57 MB per
+    slice length) now keeps one set. 45 sentences of 45 lengths, one request each: after the tenth, RSS grows
+    by at most 30 MB."""
+    args = ("--voice", VOICE, "--load-voice", VOICE, *ha.SHARED_ARGS, "--backend", backend, "--precision", precision)
+    args += ("--cache-dir", str(tmp_path / "cache"))
+    with ha.ServerProcess(standin_dir, *args).start(timeout=300) as server:
+        assert f"-> {backend} {precision}" in server.log or backend == "onnxruntime", server.log
+        pid = server.proc.pid
+        guard = RunawayGuard(pid, _status_mib(pid, "VmRSS") + RUNAWAY_MIB)
+        rss = []
+        try:
+            for chars in range(10, 100, 2):  # 45 lengths, each a sentence of its own
+                result = asyncio.run(ha.synthesize(server.host, server.port, real_text(chars, sentences=False)))
+                assert result.error is None and result.audio, result.error
+                rss.append(_status_mib(pid, "VmRSS"))
+        finally:
+            guard.stop()
+        assert not guard.tripped
+    assert len(rss) == 45
+    assert rss[-1] - rss[9] <= 30.0, [round(r) for r in rss]
