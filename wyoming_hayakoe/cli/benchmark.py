@@ -19,12 +19,13 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from ..runtime.models import Decoder
+from ..runtime.models import Decoder, StreamingDecoder
 from .common import (
     add_cache_dir_argument,
     add_data_dir_argument,
@@ -66,6 +67,31 @@ class TimedDecoder:
             return self.inner.decode(z, g)
         finally:
             self.seconds += time.perf_counter() - start
+
+
+class TimedStreamingDecoder:
+    """A step-model decoder that adds up the seconds its runs take (each piece is one run)."""
+
+    def __init__(self, decoder: StreamingDecoder) -> None:
+        self.inner = decoder
+        self.seconds = 0.0
+
+    @property
+    def chunk_frames(self) -> int:
+        return self.inner.chunk_frames
+
+    def runs(self, frames: int) -> int:
+        return self.inner.runs(frames)
+
+    def decode(self, z: np.ndarray, g: np.ndarray) -> Iterator[np.ndarray]:
+        pieces = self.inner.decode(z, g)
+        while True:
+            start = time.perf_counter()
+            piece = next(pieces, None)
+            self.seconds += time.perf_counter() - start
+            if piece is None:
+                return
+            yield piece
 
 
 @dataclass
@@ -116,8 +142,12 @@ def measure(args: argparse.Namespace) -> Figures:
     for text in TEXTS.values():  # each once unmeasured, as a server has spoken before: files and caches warm
         for _ in synthesize(engine, text, voice.name, settings):
             pass
-    timed = TimedDecoder(voice.models.decoder) if voice.models.decoder is not None else None
-    if timed is not None:
+    timed: TimedDecoder | TimedStreamingDecoder | None = None
+    if voice.models.streaming_decoder is not None:
+        timed = TimedStreamingDecoder(voice.models.streaming_decoder)
+        voice.models = replace(voice.models, streaming_decoder=timed)
+    elif voice.models.decoder is not None:
+        timed = TimedDecoder(voice.models.decoder)
         voice.models = replace(voice.models, decoder=timed)
     rtf: dict[str, float] = {}
     first: dict[str, float] = {}

@@ -2,7 +2,11 @@
 
 Which runtime is faster depends on the CPU (OpenVINO won on an AVX-512 EPYC
 and lost with oneDNN capped at AVX2), so it is measured where the server
-runs. The decoder is converted to OpenVINO IR with its 1-D ConvTranspose
+runs. What is measured is the decoder's step model (stream.py): one input
+shape, so OpenVINO compiles it once and keeps one set of buffers (it keeps
+buffers for every shape it has run, which ruled it out for the slices of
+varying length a decoder that cannot stream still decodes: that one stays
+on ONNX Runtime, unmeasured). It is converted to OpenVINO IR with its 1-D ConvTranspose
 widened (deconv.py), compiled at f32 (and at the lower precision this CPU
 computes natively: bf16 on x86 with AVX512_BF16 or AMX, f16 on ARMv8.2+
 cores with FP16 arithmetic), and run on the same input as ONNX Runtime f32
@@ -21,9 +25,8 @@ forced `--backend openvino` is measured by the optimizer's child instead
 (`choose_decoder_runtime`), as the voice must start on it.
 
 Only the decoder: OpenVINO keeps the largest intermediate buffers a
-dynamic-shape model ever needed for as long as the compiled model lives.
-The decoder runs on slices of bounded length, so that is bounded; the front
-and the duration predictor take whole sentences and texts (on the tiny
+dynamic-shape model ever needed for as long as the compiled model lives,
+and the front and the duration predictor take whole sentences and texts (on the tiny
 stand-in, a 300-character sentence left some 830 MB resident on OpenVINO,
 4 MB on ONNX Runtime, whose arena shrinks after each run), so they stay on
 ONNX Runtime.
