@@ -58,14 +58,17 @@ class RuntimeMeasuring:
             item = self.pending[0]
             try:
                 measured = self.cache.measure(item.entry, self.request, f"voice {item.voice.name}", self._stop)
-            except PreparationError as err:
+                install = self._installer(item.voice, measured)
+            except Exception as err:  # the measurement, or the chosen runtime refusing to open its model here
                 if self._stop.stopped:
                     return
+                lines = str(err).strip().splitlines() or [type(err).__name__]
+                reason = err.reason if isinstance(err, PreparationError) else lines[0][:300]
                 _LOGGER.warning(
-                    "Voice %s: measuring failed (%s); its decoder stays on onnxruntime f32", item.voice.name, err.reason
+                    "Voice %s: measuring failed (%s); its decoder stays on onnxruntime f32", item.voice.name, reason
                 )
             else:
-                switch(self._installer(item.voice, measured))
+                switch(install)
             self.pending.pop(0)
 
     def _installer(self, voice: Voice, measured: PreparedModel) -> Callable[[], None]:
