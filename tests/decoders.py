@@ -9,11 +9,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import onnx
 
 from wyoming_hayakoe.engine.voice import Voice
 from wyoming_hayakoe.runtime.cache import DECODER, ModelCache, RuntimeRequest
 from wyoming_hayakoe.runtime.models import Decoder, StreamingDecoder, VoiceModels
 from wyoming_hayakoe.runtime.ort import OrtDecoder, open_session
+from wyoming_hayakoe.runtime.split import split_synthesizer
+from wyoming_hayakoe.runtime.stream import exactness, to_step_model
 from wyoming_hayakoe.store import find_voice
 
 
@@ -97,3 +100,14 @@ def on_slices(voice: Voice, data_dir: Path, cache_dir: Path) -> VoiceModels:
     prepared = ModelCache(cache_dir).prepare(files.synthesizer, split=True, request=RuntimeRequest("onnxruntime"))
     decoder = OrtDecoder(open_session(prepared.parts[DECODER], None), prepared.latent, prepared.speaker)
     return dataclasses.replace(voice.models, decoder=decoder, streaming_decoder=None)
+
+
+def stream_exactness(synthesizer: Path | onnx.ModelProto, config: dict) -> list[tuple[int, float, float]]:
+    """The synthesizer's decoder rewritten into a step model, against its whole decode on random latents of
+    several lengths (one frame, under a chunk, a chunk, two and a half, many): (frames, SNR whole, SNR of
+    the last two frames)."""
+    halves = split_synthesizer(synthesizer, config)
+    step = to_step_model(halves.decoder, halves.latent, halves.speaker)
+    chunk = step.spec.chunk_frames
+    lengths = (1, 7, chunk, 2 * chunk + chunk // 2 + 1, 150)
+    return [(frames, *exactness(halves.decoder, step, frames)) for frames in lengths]

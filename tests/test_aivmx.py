@@ -24,6 +24,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from conftest import CACHE
+from decoders import stream_exactness
 
 from wyoming_hayakoe.runtime.cache import DURATION_PREDICTOR, ModelCache
 from wyoming_hayakoe.store import aivmx_voices
@@ -248,6 +249,16 @@ def test_the_cut_out_duration_predictor_gives_the_original_durations(tmp_path, a
         np.testing.assert_array_equal(cut.run(None, feeds)[0], expected)
     config = json.loads(prepared.extras["config.json"].read_text(encoding="utf-8"))
     assert config["data"]["spk2id"] == {"あおい": 0, "Standin B": 1}
+
+
+def test_the_aivmx_decoder_streams_exactly(aivmx_file):
+    """AivisSpeech's export, converted: its decoder is rewritten into the same step model, as exact."""
+    from wyoming_hayakoe.runtime.aivmx import convert
+
+    converted = convert(aivmx_file)
+    config = json.loads(converted.files["config.json"])
+    for frames, whole, tail in stream_exactness(converted.synthesizer, config):
+        assert whole >= 100.0 and tail >= 100.0, (frames, whole, tail)
 
 
 def test_names_are_unique_first_file_first(tmp_path, aivmx_file, names):

@@ -21,6 +21,7 @@ import ha_client as ha
 import numpy as np
 import pytest
 from conftest import ROOT
+from decoders import stream_exactness
 
 pytest.importorskip("torch")
 pytest.importorskip("hayakoe")
@@ -142,6 +143,13 @@ async def test_imported_voice_speaks_like_the_same_weights_exported_directly(ser
     one = samples(await ha.synthesize(server.host, server.port, "はい。", voice=voice))
     two = samples(await ha.synthesize(server.host, server.port, "そうです。", voice=voice))
     assert len(audio) - len(one) - len(two) > 0  # silence added at the boundary, as the duration predictor asks
+
+
+def test_an_imported_decoder_streams_exactly(imported: Path) -> None:
+    speaker = imported / "onnx" / "speakers" / "my-model"
+    config = json.loads((speaker / "config.json").read_text(encoding="utf-8"))
+    for frames, whole, tail in stream_exactness(speaker / "synthesizer.onnx", config):
+        assert whole >= 100.0 and tail >= 100.0, (frames, whole, tail)
 
 
 def test_a_missing_weight_is_an_error_naming_it(sbv2: Path, tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from wyoming_hayakoe.runtime.cache import DECODER, FRONT, MANIFEST, WHOLE, ModelCache, PreparationError
+from wyoming_hayakoe.runtime.cache import DECODER, DECODER_STEP, FRONT, MANIFEST, WHOLE, ModelCache, PreparationError
 from wyoming_hayakoe.runtime.ort import open_session
 
 DP = Path("onnx") / "speakers" / "standin-a" / "duration_predictor.onnx"
@@ -99,7 +99,8 @@ def test_split_and_whole_entries_of_one_synthesizer_live_side_by_side(standin_di
     cache = ModelCache(model_cache)
     split = cache.prepare(standin_dir / SYNTH, split=True)
     whole = cache.prepare(standin_dir / SYNTH, split=False)
-    assert set(split.parts) == {FRONT, DECODER} and split.latent and split.speaker
+    assert set(split.parts) == {FRONT, DECODER, DECODER_STEP} and split.latent and split.speaker
+    assert split.stream is not None and split.stream.chunk_frames > split.stream.delay / split.stream.hop
     assert set(whole.parts) == {WHOLE} and not whole.unsplit_reason
     assert all(p.is_file() for p in [*split.parts.values(), *whole.parts.values()])
 

@@ -29,7 +29,7 @@ from .engine import Engine
 from .limits import fitting_parts
 from .pauses import MIN_PAUSE_SECONDS, BoundaryPause, gap_samples, trailing_silence
 from .settings import SynthesisSettings
-from .voice import DECODE_SPEED_MARGIN, DecodeSlice
+from .voice import DECODE_SPEED_MARGIN, DecodeRun
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -200,7 +200,7 @@ class Speech:
         self._previous_audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
         give_back_memory()  # what this part's runs freed or held, before the next part or request
 
-    def _may_start(self, held_samples: int, rest: tuple[DecodeSlice, ...]) -> bool:
+    def _may_start(self, held_samples: int, rest: tuple[DecodeRun, ...]) -> bool:
         """Whether a part may start playing now: each run still to come arrives before playback needs it
         (not measured yet, the decoder is taken to keep up)."""
         factor = self.voice.decode_factor

@@ -83,7 +83,7 @@ DECODE_SPEED_MARGIN = 1.25
 
 
 @dataclass(frozen=True)
-class DecodeSlice:
+class DecodeRun:
     """One run still to come of a sentence's decoding: the samples of audio it yields and the samples it decodes."""
 
     audio: int
@@ -130,7 +130,7 @@ class SentenceAudio(Iterator[np.ndarray]):
     """
 
     def __init__(self, make: Callable[[SentenceAudio], Iterator[np.ndarray]]) -> None:
-        self.rest: tuple[DecodeSlice, ...] = ()
+        self.rest: tuple[DecodeRun, ...] = ()
         self._pieces = make(self)
 
     def __next__(self) -> np.ndarray:
@@ -343,9 +343,7 @@ class Voice:
         frames = latent.shape[2]
         plan = decode_plan(frames, quick_start)
         ranges = [_with_context(start, end, frames) for start, end in plan]
-        slices = [
-            DecodeSlice((end - start) * hop, (high - low) * hop) for (start, end), (low, high) in zip(plan, ranges)
-        ]
+        slices = [DecodeRun((end - start) * hop, (high - low) * hop) for (start, end), (low, high) in zip(plan, ranges)]
         for index, ((start, end), (low, high)) in enumerate(zip(plan, ranges)):
             began = time.perf_counter()
             audio = decoder.decode(latent[:, :, low:high], speaker)
@@ -370,7 +368,7 @@ class Voice:
             left -= len(audio)
             if progress is not None:
                 later = runs - run - 1
-                progress.rest = tuple(DecodeSlice(max(0, min(chunk, left - chunk * i)), chunk) for i in range(later))
+                progress.rest = tuple(DecodeRun(max(0, min(chunk, left - chunk * i)), chunk) for i in range(later))
             yield audio
 
     def _measure_decoding(self, seconds: float, samples: int) -> None:

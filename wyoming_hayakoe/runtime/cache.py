@@ -169,8 +169,8 @@ class StreamSpec:
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> StreamSpec:
-        states = tuple((str(i), str(o), tuple(int(d) for d in shape)) for i, o, shape in raw.pop("states"))
-        return cls(**raw, states=states)
+        states = tuple((str(i), str(o), tuple(int(d) for d in shape)) for i, o, shape in raw["states"])
+        return cls(**{**raw, "states": states})  # `raw` is left as it was
 
     def runs(self, frames: int) -> int:
         """The runs a sentence of `frames` takes: its frames, then zero chunks until its last sample is out."""

@@ -137,8 +137,12 @@ class _Rewrite:
     def _int(self, value: int) -> str:
         return self._constant(np.array([value], dtype=np.int64), "int")
 
-    def _slice(self, tensor: str, start: int, end: int) -> str:
-        return self._node("Slice", [tensor, self._int(start), self._int(end), self._int(_TIME_AXIS)], "slice")
+    def _slice(self, tensor: str, start: int, end: int, out: str | None = None) -> str:
+        """Samples [start, end) of `tensor` along time, into `out` if given (a state's output)."""
+        out = out or self._name("slice")
+        inputs = [tensor, self._int(start), self._int(end), self._int(_TIME_AXIS)]
+        self.nodes.append(helper.make_node("Slice", inputs, [out], name=out))
+        return out
 
     def _state(self, channels: int, length: int, new_value: str, what: str) -> str:
         """A state input of [1, channels, length]; `new_value` (the same shape) is its output for the next run."""
@@ -191,14 +195,7 @@ class _Rewrite:
             state_out = self._name("delay_state")
             state = self._state(self._channels(tensor, node), samples, state_out, "delay")
             joined = self._node("Concat", [state, tensor], "delay_joined", axis=_TIME_AXIS)
-            self.nodes.append(
-                helper.make_node(
-                    "Slice",
-                    [joined, self._int(length), self._int(length + samples), self._int(_TIME_AXIS)],
-                    [state_out],
-                    name=state_out,
-                )
-            )
+            self._slice(joined, length, length + samples, state_out)
             delayed = self._slice(joined, 0, length)
             self.timed[delayed] = _Timed(self.timed[tensor].rate, self.timed[tensor].delay + samples)
             self._delayed[key] = delayed
@@ -247,14 +244,8 @@ class _Rewrite:
             state_out = self._name("conv_state")
             state = self._state(self._channels(source, node), context, state_out, "conv")
             conv_input = self._node("Concat", [state, conv_input], "conv_joined", axis=_TIME_AXIS)
-            self.nodes.append(
-                helper.make_node(
-                    "Slice",
-                    [conv_input, self._int(-context), self._int(np.iinfo(np.int64).max), self._int(_TIME_AXIS)],
-                    [state_out],
-                    name=state_out,
-                )
-            )
+            length = self._chunk_length(timed.rate)
+            self._slice(conv_input, length, length + context, state_out)  # the last `context` samples
         conv = helper.make_node("Conv", [conv_input, *node.input[1:]], list(node.output), name=node.name)
         conv.attribute.extend(a for a in node.attribute if a.name != "pads")
         conv.attribute.append(helper.make_attribute("pads", [0, 0]))
@@ -288,14 +279,7 @@ class _Rewrite:
             state = self._state(channels, spill, state_out, "spill")
             head = self._node("Add", [self._slice(full, 0, spill), state], "overlap")
             out = self._node("Concat", [head, self._slice(full, spill, length)], "overlapped", axis=_TIME_AXIS)
-            self.nodes.append(
-                helper.make_node(
-                    "Slice",
-                    [full, self._int(length), self._int(length + spill), self._int(_TIME_AXIS)],
-                    [state_out],
-                    name=state_out,
-                )
-            )
+            self._slice(full, length, length + spill, state_out)
         if len(node.input) > 2 and node.input[2]:
             bias = self._node("Reshape", [node.input[2], self._constant(np.array([1, -1, 1]), "shape")], "bias")
             self.nodes.append(helper.make_node("Add", [out, bias], [node.output[0]], name=self._name("biased")))
