@@ -74,7 +74,7 @@ def check(source: Path, expect_lower: str | None) -> tuple[dict[str, object], li
     for label in candidates:
         least = F32_MIN_SNR_DB if label.endswith("f32") else LOWER_MIN_SNR_DB
         snr = choice.snr_db.get(label)
-        if label != "onnxruntime f32" and (snr is None or snr < least):
+        if label in choice.failed or (label != "onnxruntime f32" and (snr is None or snr < least)):
             problems.append(f"{label}: {choice.failed.get(label, f'{snr} dB')}")
     if expect_lower is not None and f"openvino {expect_lower}" not in candidates:
         problems.append(f"openvino {expect_lower} was not measured ({choice.note})")

@@ -51,6 +51,8 @@ class OvSession:
     def __init__(self, compiled: ov.CompiledModel) -> None:
         self._compiled = compiled
         self._request = compiled.create_infer_request()
+        # What the plugin really computes in: it may fall back to f32 where a lower precision is not supported.
+        self.precision = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
         keep_track(self)
 
     def release_memory(self) -> None:
