@@ -71,6 +71,8 @@ def check(source: Path, expect_lower: str | None) -> tuple[dict[str, object], li
             prepared = cache.prepare(source, split=True, request=request)
         choice = prepared.runtime(DECODER_STEP if prepared.stream is not None else DECODER)
     candidates = sorted(choice.seconds)
+    if "onnxruntime f32" not in candidates:
+        problems.append(f"nothing was measured: {choice}")
     for label in candidates:
         least = F32_MIN_SNR_DB if label.endswith("f32") else LOWER_MIN_SNR_DB
         snr = choice.snr_db.get(label)
