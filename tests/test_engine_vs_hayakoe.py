@@ -57,15 +57,17 @@ def oracle(standin_dir: Path):
     return tts.speakers[VOICE]
 
 
-# Every runtime auto can choose. bf16 is not among them here: on the tiny
-# stand-in it measures about 41 dB against f32, below the 50 dB auto requires.
-RUNTIMES = [("onnxruntime", "f32"), ("openvino", "f32"), ("auto", "auto")]
+# Every f32 runtime auto can choose, and auto itself at f32, measured as a server measures it after its
+# start. A lower precision is not hayakoe's audio: it is held to 38 dB against f32 (test_openvino.py).
+RUNTIMES = [("onnxruntime", "f32"), ("openvino", "f32"), ("auto", "f32")]
 
 
 @pytest.fixture(scope="module", params=RUNTIMES, ids=["-".join(r) for r in RUNTIMES])
 def engine(request, standin_dir: Path, model_cache: Path) -> Engine:
     backend, precision = request.param
     engine = Engine.load([standin_dir], voices=[VOICE], cache_dir=model_cache, backend=backend, precision=precision)
+    if engine.measuring is not None:
+        engine.measuring.run_now()
     if backend != "auto":
         assert {c.backend for c in engine.voice(VOICE).runtimes.values()} == {backend}
     return engine

@@ -125,3 +125,45 @@ async def test_close_refuses_new_work():
         sched.open_lane()
     await asyncio.sleep(0.05)
     assert pending.cancelled()
+
+
+async def test_a_change_waits_until_no_request_is_in_progress_nor_a_closed_ones_job_running(scheduler):
+    """A voice's decoder is switched to another runtime between requests, never during one."""
+    changed = []
+    scheduler.when_idle(lambda: changed.append("idle"))
+    assert changed == ["idle"]  # nothing in progress: at once
+
+    started, release = threading.Event(), threading.Event()
+
+    def long_job():
+        started.set()
+        release.wait(5)
+
+    first = scheduler.open_lane()
+    second = scheduler.open_lane()
+    first.submit(long_job)
+    await asyncio.get_running_loop().run_in_executor(None, started.wait, 5)
+    scheduler.when_idle(lambda: changed.append("switched"))
+    first.close()  # gone, but its job still runs on the worker
+    second.close()
+    await asyncio.sleep(0.1)
+    assert changed == ["idle"]
+    release.set()
+    for _ in range(100):
+        if len(changed) > 1:
+            break
+        await asyncio.sleep(0.02)
+    assert changed == ["idle", "switched"]
+    with scheduler.open_lane() as lane:
+        scheduler.when_idle(lambda: changed.append("later"))
+        assert await lane.run(lambda: len(changed)) == 2  # not while this request is open
+    assert changed[-1] == "later"
+
+
+def test_a_change_after_close_is_dropped():
+    sched = Scheduler(max_requests=1)
+    sched.start()
+    assert sched.close(timeout=5)
+    changed = []
+    sched.when_idle(lambda: changed.append(1))
+    assert changed == []

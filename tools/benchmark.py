@@ -16,8 +16,11 @@ sentence boundaries (tools/listener.py says how it tells them apart), peak RSS (
 time (process start → first request answerable).
 Our server starts once with an empty model cache (its first start after an
 install, when it optimizes the models in a child process: reported apart,
-with the peak of the server and that child together, sampled from /proc)
-and then as it starts every later time (checked to have used the cache).
+with the peak of the server and that child together, sampled from /proc;
+its ready time is when it serves, and it is left running until it has
+measured the runtimes in the background, so the later starts use the
+stored choice) and then as it starts every later time (checked to have
+used the cache and measured nothing while timed).
 Each server's log goes to <out>/logs/.
 It then runs the independent client wyoming-bench against our server.
 Results go to a JSON file and a table.
@@ -185,6 +188,7 @@ class Side:
 OPTIMIZING_RE = re.compile(r"Optimizing .* once for this machine")
 #: What it logs at every start of each voice's decoder (wyoming_hayakoe.engine.voice).
 RUNTIME_RE = re.compile(r"Voice (\S+ decoder: .*)")
+MEASURED_RE = re.compile(r"measured after the start|measuring failed")
 
 
 class OurServer:
@@ -248,6 +252,20 @@ class OurServer:
     def runtimes(self) -> list[str]:
         """What the server logged of each voice's decoder: the runtime it runs on and the timings it was chosen by."""
         return sorted(set(RUNTIME_RE.findall(self.log())))
+
+    def wait_measured(self, voices: int, timeout: float = 3600) -> bool:
+        """Wait until the runtimes of `voices` voices are measured (in the background, after the server began
+        serving), so the warm starts use the stored choice and never measure while they are timed."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.process.poll() is None:
+            if len(MEASURED_RE.findall(self.log())) >= voices:
+                return True
+            time.sleep(0.5)
+        return False
+
+    def measured_while_timed(self) -> bool:
+        """Whether this server measured runtimes itself (it then ran on ONNX Runtime f32 meanwhile)."""
+        return MEASURED_RE.search(self.log()) is not None
 
     def optimized(self) -> bool:
         """Whether the server optimized a model (rather than taking all from the cache)."""
@@ -504,6 +522,8 @@ def main() -> int:
         dirs[2], voice, args.threads, cache, logs / "first-start.log", sample_tree=True, runtime=runtime
     )
     ours.ready_first_start = first_start.ready
+    if runtime[0] == "auto" and not first_start.wait_measured(len(VOICES)):
+        warnings.append(f"the first start did not finish measuring the runtimes: see {first_start.log_path}")
     ours.first_start_rss_kib = first_start.stop()[1]
     ours.rss_mib[FIRST_START] = ours.first_start_rss_kib["peak"] // 1024
     if not first_start.optimized():
@@ -511,6 +531,8 @@ def main() -> int:
 
     server = OurServer(dirs[1], voice, args.threads, cache, logs / "warm-1-voice.log", runtime=runtime)
     chosen = server.runtimes()
+    if server.measured_while_timed():
+        warnings.append(f"a warm start measured runtimes while it was timed: see {server.log_path}")
     warm = [server]
     worker = HayakoeWorker(dirs[1], VOICES[:1])
     ours.ready.append(server.ready)

@@ -122,6 +122,8 @@ class Scheduler:
         self._closed = False
         self._thread: threading.Thread | None = None
         self._ids = itertools.count(1)
+        self._when_idle: list[Callable[[], None]] = []  # run once no request is in progress
+        self._job_running = False  # a closed request's job may still be running
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -165,6 +167,25 @@ class Scheduler:
             self._lanes.add(lane)
             return lane
 
+    def when_idle(self, fn: Callable[[], None]) -> None:
+        """Run `fn` (quick: it holds the lock) as soon as no request is in progress: now if none is,
+        else when the last one ends, before another can begin. For changes no request may see half of
+        (a voice's decoder switched to another runtime). Dropped once the scheduler is closed."""
+        with self._lock:
+            if self._closed:
+                return
+            self._when_idle.append(fn)
+            self._run_when_idle()
+
+    def _run_when_idle(self) -> None:
+        """With the lock held: the changes waiting for no request to be in progress, if none is."""
+        while self._when_idle and not self._lanes and not self._job_running and not self._closed:
+            fn = self._when_idle.pop(0)
+            try:
+                fn()
+            except Exception:  # one failed change must not stop the requests' lanes from closing
+                _LOGGER.exception("A change made between requests failed")
+
     # -- internals (lanes call these) -------------------------------------------
 
     def _enqueue(self, lane: Lane, job: _Job) -> None:
@@ -183,6 +204,7 @@ class Scheduler:
                 return
             lane.closed = True
             self._lanes.discard(lane)
+            self._run_when_idle()
             dropped = list(lane.jobs) + ([lane.running] if lane.running is not None else [])
             lane.jobs.clear()
             try:
@@ -206,6 +228,7 @@ class Scheduler:
                 lane = self._ready.popleft()
                 job = lane.jobs.popleft()
                 lane.running = job
+                self._job_running = True
             result: Any = None
             error: BaseException | None = None
             if not job.future.cancelled():
@@ -215,9 +238,11 @@ class Scheduler:
                     error = err
             with self._lock:
                 lane.running = None
+                self._job_running = False
                 if lane.jobs and not lane.closed:
                     self._ready.append(lane)  # to the back: round-robin between lanes
                 discard = lane.closed
+                self._run_when_idle()
             try:
                 if discard:  # the request is gone: its waiter (if any) sees a cancellation
                     job.loop.call_soon_threadsafe(job.future.cancel)

@@ -196,6 +196,8 @@ def _synthesize(args: argparse.Namespace, text: str, keep_words: list[str], outp
             backend=args.backend,
             precision=args.precision,
         )
+        if engine.measuring is not None:  # one text, then gone: measured first, as a server would by its second
+            engine.measuring.run_now()
         speech = Speech(engine, args.voice, settings)
         asyncio.run(play(speech, speech.text(text), sink))
     except (

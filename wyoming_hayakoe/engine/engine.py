@@ -16,6 +16,7 @@ from .bert import BertEncoder
 from .limits import fits_one_pass
 from .loudness import level_voices
 from .pauses import BoundaryPause
+from .runtimes import RuntimeMeasuring, Unmeasured
 from .settings import SynthesisSettings
 from .voice import SentenceAudio, Voice
 
@@ -88,10 +89,18 @@ class Engine:
     request pays no load cost. `speech.Speech` speaks with it.
     """
 
-    def __init__(self, bert: BertEncoder, voices: Iterable[Voice], reader: HomeAssistantReader | None = None) -> None:
+    def __init__(
+        self,
+        bert: BertEncoder,
+        voices: Iterable[Voice],
+        reader: HomeAssistantReader | None = None,
+        measuring: RuntimeMeasuring | None = None,
+    ) -> None:
+        """`measuring`: the voices whose decoder runtime is still to be measured (see runtimes.py)."""
         self.bert = bert
         self.voices: dict[str, Voice] = {voice.name: voice for voice in voices}
         self.reader = reader or HomeAssistantReader()
+        self.measuring = measuring
 
     @classmethod
     def load(
@@ -110,10 +119,12 @@ class Engine:
         to read. `cache_dir` keeps the models optimized for this machine
         between runs (see runtime/cache.py); without it they are optimized
         again at every start. `backend` (auto, onnxruntime, openvino) and
-        `precision` (auto, f32, bf16; the decoder's) choose where the voices'
-        models run: auto measures the runtimes here when a model is first
-        prepared (runtime/measure.py); each voice's `runtimes` holds the
-        choice and its figures. Raises ValueError for an unknown or impossible pair.
+        `precision` (auto, f32, bf16, f16; the decoder's) choose where the voices'
+        models run: auto measures the runtimes here (runtime/measure.py), but
+        never on the way to a first start: a voice not yet measured starts on
+        ONNX Runtime f32 and is listed in `measuring` (runtimes.py) for the
+        caller to measure. Each voice's `runtimes` holds the choice and its
+        figures. Raises ValueError for an unknown or impossible pair.
         """
         request = RuntimeRequest(backend, precision, threads)
         dirs = [Path(d) for d in data_dirs]
@@ -132,20 +143,23 @@ class Engine:
         aivmx = aivmx_voices(dirs)
         for path, reason in aivmx.refused.items():
             _LOGGER.warning("AIVMX file %s refused: %s", path, reason)
-        loaded: list[Voice] = []
+        loaded: dict[Voice, Path] = {}  # each voice and its synthesizer
         refused: dict[Path, str] = {}
         for name in dict.fromkeys(names):
             found = aivmx.voices.get(name)
             if found is None:
-                loaded.append(Voice.load(find_voice(dirs, name), frontend_for, cache, request))
+                files = find_voice(dirs, name)
+                loaded[Voice.load(files, frontend_for, cache, request)] = files.synthesizer
             elif found.path not in refused:
                 try:
-                    loaded.append(Voice.load_aivmx(found, frontend_for, cache, request))
+                    loaded[Voice.load_aivmx(found, frontend_for, cache, request)] = found.path
                 except PreparationError as err:  # one model refused; the other voices are still served
                     refused[found.path] = err.reason
                     _LOGGER.warning("AIVMX file %s refused: %s", found.path, err.reason)
         level_voices(loaded, bert, cache.folder)
-        return cls(bert, loaded, HomeAssistantReader(keep_words))
+        entries = {voice: cache.prepare(source, split=True, request=request) for voice, source in loaded.items()}
+        unmeasured = [Unmeasured(voice, entry) for voice, entry in entries.items() if entry.unmeasured]
+        return cls(bert, loaded, HomeAssistantReader(keep_words), RuntimeMeasuring(cache, request, unmeasured))
 
     @property
     def kept_words(self) -> KeptWords:

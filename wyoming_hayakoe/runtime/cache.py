@@ -18,10 +18,15 @@ An AIVMX entry also holds the voice's duration predictor and the files its
 metadata carried (config.json, style_vectors.npy, aivm_manifest.json).
 
 The decoder of a synthesizer split with a `RuntimeRequest` may also run on
-OpenVINO: the child then times both runtimes on this machine, checks
-OpenVINO's output against ONNX Runtime's, and records the choice with its
-figures in the entry (measure.py); the request and OpenVINO's version are
-then part of the key. Its progress lines are relayed to the log as they come.
+OpenVINO; the request and OpenVINO's version are then part of the key. Which
+runtime is faster is measured (measure.py), but never on the way to a first
+start: with `--backend auto` the entry is made for ONNX Runtime f32 and
+marked unmeasured, and `ModelCache.measure` later runs a second, low-priority
+child that times the candidates, checks their audio against ONNX Runtime's
+and rewrites the entry's manifest with the choice in one atomic step (a
+stopped child leaves the entry as it was). Only a forced `--backend openvino`
+is prepared on OpenVINO by the first child, since the voice must start on it.
+The children's progress lines are relayed to the log as they come.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +62,8 @@ MANIFEST = "manifest.json"
 LOCK = ".lock"
 BUILDING = ".building-"
 OPTIMIZER = __name__.rsplit(".", 1)[0] + ".optimize"  # the child's module
+MEASURER = __name__.rsplit(".", 1)[0] + ".measure"  # the background child's module
+MEASURING_LOCK = ".measuring"  # one measuring child at a time per cache folder
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds wyoming_hayakoe/
 WHOLE = "model"
 FRONT = "front"
@@ -67,10 +74,10 @@ DURATION_PREDICTOR = "duration_predictor"  # an optional part, cut out of an AIV
 ONNXRUNTIME = "onnxruntime"
 OPENVINO = "openvino"
 BACKENDS = ("auto", ONNXRUNTIME, OPENVINO)
-PRECISIONS = ("auto", "f32", "bf16")
+PRECISIONS = ("auto", "f32", "bf16", "f16")
+LOWER_PRECISIONS = ("bf16", "f16")  # OpenVINO only, where the CPU computes them natively (measure.py)
 NO_OPENVINO = "OpenVINO cannot be imported"  # how a choice's note begins when OpenVINO is missing
 OPENVINO_CACHE = "openvino-cache"  # OpenVINO's compiled models, inside the entry
-GROWS = "memory would grow"  # in the reason a runtime that agrees was refused for its memory (measure.py)
 TIMINGS = "timings.json"  # decoder timings by architecture, shared by the entries of one folder (measure.py)
 #: The child's progress lines on stderr: "progress STEP TOTAL what it is doing".
 PROGRESS = re.compile(r"^progress (\d+) (\d+) (.+)$")
@@ -89,8 +96,8 @@ class RuntimeRequest:
     """Which runtimes may run a voice's decoder (`--backend`, `--precision`) and with how many threads.
 
     Only the decoder is measured and may run on OpenVINO (measure.py says
-    why); bf16 would change the front's durations anyway. Raises ValueError
-    for an unknown value or bf16 without OpenVINO.
+    why); a lower precision would change the front's durations anyway.
+    Raises ValueError for an unknown value or bf16/f16 without OpenVINO.
     """
 
     backend: str = "auto"
@@ -102,8 +109,15 @@ class RuntimeRequest:
             raise ValueError(f"Unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"Unknown precision {self.precision!r}; choose one of {', '.join(PRECISIONS)}")
-        if self.backend == ONNXRUNTIME and self.precision == "bf16":
-            raise ValueError("bf16 needs OpenVINO: use --backend auto or openvino with --precision bf16")
+        if self.backend == ONNXRUNTIME and self.precision in LOWER_PRECISIONS:
+            raise ValueError(
+                f"{self.precision} needs OpenVINO: use --backend auto or openvino with --precision {self.precision}"
+            )
+
+    @property
+    def measured_later(self) -> bool:
+        """Whether the choice is measured after the start, in the background: only auto may start on ONNX Runtime."""
+        return self.backend == "auto"
 
 
 @dataclass(frozen=True)
@@ -125,7 +139,7 @@ class RuntimeChoice:
     @property
     def disagreed(self) -> bool:
         """Whether OpenVINO failed at f32: not a precision trade-off but a runtime computing this model wrongly."""
-        return any(label.endswith(" f32") and GROWS not in why for label, why in self.failed.items())
+        return any(label.endswith(" f32") for label in self.failed)
 
     def summary(self, part: str) -> str:
         """One log line, e.g. `decoder: openvino f32 0.15 s, onnxruntime f32 0.22 s per 100 frames -> openvino f32`."""
@@ -176,6 +190,7 @@ class PreparedModel:
     runtimes: dict[str, RuntimeChoice] = field(default_factory=dict)  # per part; absent: ONNX Runtime f32
     stream: StreamSpec | None = None  # how to run the DECODER_STEP part, when there is one
     no_stream_reason: str = ""  # why a split decoder could not be rewritten into one
+    unmeasured: bool = False  # on ONNX Runtime f32 until `ModelCache.measure` has chosen the step model's runtime
 
     def runtime(self, part: str) -> RuntimeChoice:
         return self.runtimes.get(part, RuntimeChoice())
@@ -183,11 +198,15 @@ class PreparedModel:
     @property
     def openvino_cache(self) -> Path:
         """Where OpenVINO keeps this entry's compiled models, so warm starts do not compile again."""
-        return next(iter(self.parts.values())).parent / OPENVINO_CACHE
+        return self.entry / OPENVINO_CACHE
 
     @property
     def split(self) -> bool:
         return DECODER in self.parts
+
+    @property
+    def entry(self) -> Path:
+        return next(iter(self.parts.values())).parent
 
 
 def cpu_signature() -> str:
@@ -198,6 +217,27 @@ def cpu_signature() -> str:
         lines = []
     features = next((line.split(":", 1)[1] for line in lines if line.lower().startswith(("flags", "features"))), "")
     return f"{platform.machine()} {' '.join(sorted(features.split()))}"
+
+
+def native_lower_precision(cpuinfo: str | None = None) -> str | None:
+    """The precision below f32 this CPU computes itself, per /proc/cpuinfo: bf16 on x86 with
+    AVX512_BF16 or AMX, f16 on ARMv8.2+ cores with FP16 arithmetic (`asimdhp`: Cortex-A55/A76,
+    a Pi 5, HA Green, RK3588). None elsewhere: emulated, it is slower than f32. A Cortex-A72
+    (a Pi 4) stores f16 but does not compute it, and lists no `asimdhp`.
+    """
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        features = set(value.split())
+        if key.strip().lower() == "flags":  # x86
+            return "bf16" if features & {"avx512_bf16", "amx_bf16"} else None
+        if key.strip().lower() == "features":  # ARM
+            return "f16" if "asimdhp" in features else None
+    return None
 
 
 def _code_signature() -> str:
@@ -275,7 +315,8 @@ class ModelCache:
         One process at a time works in the folder (a lock file), so servers
         started together optimize a model once and never see a half-made entry.
         With a `request`, a split synthesizer's decoder may run on OpenVINO,
-        as measured here (see measure.py); everything else runs on ONNX Runtime.
+        as measured (see measure.py): later, by `measure`, unless it is forced
+        onto OpenVINO; everything else runs on ONNX Runtime.
         """
         entry = self.folder / cache_key(source, split, request)
         try:
@@ -305,8 +346,7 @@ class ModelCache:
             command += ["--split"] if split else []
             if runtime_identity(request, split) is not None:
                 assert request is not None
-                command += ["--backend", request.backend, "--precision", request.precision]
-                command += ["--threads", str(request.threads)] if request.threads else []
+                command += request_arguments(request)
             done = _run_child(command, f"{source.parent.name}/{source.name}")
             if done.returncode != 0:
                 reason = _failure(done)
@@ -315,6 +355,28 @@ class ModelCache:
             sync_to_disk(self.folder)
         finally:
             shutil.rmtree(work, ignore_errors=True)
+
+    def measure(self, prepared: PreparedModel, request: RuntimeRequest, label: str, stop: ChildStop) -> PreparedModel:
+        """`prepared` with its decoder's runtime chosen by measuring, in a low-priority child (measure.py).
+
+        For an entry that is `unmeasured`; meant for a background thread: the
+        child waits for any other process measuring in this folder, and
+        `stop` ends it. A child that fails or is stopped leaves the entry as
+        it was, so the next start measures again. Raises PreparationError
+        with the reason (after `stop`: "stopped").
+        """
+        command = [sys.executable, "-m", MEASURER, str(prepared.entry.absolute()), *request_arguments(request)]
+        command += ["--parent", str(os.getpid())]
+        done = _run_child(command, label, stop)
+        if stop.stopped:
+            raise PreparationError(f"Measuring {label} stopped", "stopped")
+        if done.returncode != 0:
+            reason = _failure(done)
+            raise PreparationError(f"Could not measure {label}: {reason}", reason)
+        measured = _read_manifest(prepared.entry, split=True)
+        if measured is None:
+            raise PreparationError(f"Measuring {label} left no usable entry in {prepared.entry}")
+        return measured
 
     def _prune(self, source: Path, split: bool, request: RuntimeRequest | None, keep: Path) -> None:
         """Remove entries made the same way (same request) from an earlier version of `source` or of this code.
@@ -336,6 +398,34 @@ class ModelCache:
                 continue
 
 
+def request_arguments(request: RuntimeRequest) -> list[str]:
+    """The children's command-line arguments for `request`."""
+    threads = ["--threads", str(request.threads)] if request.threads else []
+    return ["--backend", request.backend, "--precision", request.precision, *threads]
+
+
+class ChildStop:
+    """Lets another thread stop the child a `ModelCache` call runs (the server's shutdown stops a measurement)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._child: subprocess.Popen[str] | None = None
+        self.stopped = False
+
+    def stop(self) -> None:
+        with self._lock:
+            self.stopped = True
+            if self._child is not None and self._child.poll() is None:
+                self._child.terminate()
+
+    def watch(self, child: subprocess.Popen[str]) -> None:
+        """`child` is the one to stop from now on (at once, if `stop` came first)."""
+        with self._lock:
+            self._child = child
+            if self.stopped:
+                child.terminate()
+
+
 def _relay(stderr: Iterator[str], label: str) -> str:
     """Log the child's progress lines as they come, with the time so far; the other lines' tail is returned."""
     began = time.monotonic()
@@ -350,16 +440,19 @@ def _relay(stderr: Iterator[str], label: str) -> str:
     return "".join(tail)
 
 
-def _run_child(command: list[str], label: str) -> subprocess.CompletedProcess[str]:
-    """Run the optimizer, relaying its progress to the log; if anything interrupts the wait
-    (the server's SIGTERM or SIGINT handler raises), the child is stopped before the
-    exception goes on, so it never outlives the server and its work folder can be removed."""
+def _run_child(command: list[str], label: str, stop: ChildStop | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a child (the optimizer or the measurer), relaying its progress to the log; if anything
+    interrupts the wait (the server's SIGTERM or SIGINT handler raises), the child is stopped before
+    the exception goes on, so it never outlives the server and its work folder can be removed.
+    `stop` lets another thread end it."""
     with _stop_signals_deferred() as release:
         # Run from the folder holding this package, so the child imports this very code.
         with subprocess.Popen(
             command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace", cwd=_PACKAGE_ROOT
         ) as child:
             try:
+                if stop is not None:
+                    stop.watch(child)
                 release()  # a stop that came while the child started takes effect here
                 assert child.stderr is not None
                 stderr = _relay(child.stderr, label)
@@ -423,6 +516,23 @@ def sync_to_disk(path: Path) -> None:
         os.close(fd)
 
 
+def write_manifest(entry: Path, manifest: dict[str, Any], dropped: Collection[Path] = ()) -> None:
+    """Write `manifest` with the sizes of the entry's files, all flushed to disk first, and the
+    manifest itself replaced in one step: a reader sees the old entry or the new one, never half.
+    The `dropped` files are left out, and removed once the new manifest is in place."""
+    files = sorted(p for p in entry.rglob("*") if p.is_file() and not p.name.startswith(MANIFEST) and p not in dropped)
+    manifest["files"] = {path.name: path.stat().st_size for path in files if path.parent == entry}
+    for path in files:
+        sync_to_disk(path)
+    written = entry / (MANIFEST + ".new")
+    written.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+    sync_to_disk(written)
+    written.replace(entry / MANIFEST)
+    sync_to_disk(entry)
+    for path in dropped:
+        path.unlink(missing_ok=True)
+
+
 def _read_manifest(entry: Path, split: bool) -> PreparedModel | None:
     """The entry's model if every file it lists is there at its recorded size."""
     try:
@@ -467,4 +577,5 @@ def _read_manifest(entry: Path, split: bool) -> PreparedModel | None:
         runtimes,
         spec,
         manifest.get("no_stream_reason", ""),
+        manifest.get("unmeasured", False) is True,
     )

@@ -9,7 +9,7 @@ ONNX Runtime.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..store import VoiceFiles
 from .cache import (
@@ -37,6 +37,7 @@ from .ort import (
 )
 
 _LOGGER = logging.getLogger(__name__)
+UNTIL_MEASURED = "until the other runtimes are measured, after the start"
 _told_no_openvino = False
 
 
@@ -84,7 +85,9 @@ def load_voice(files: VoiceFiles, cache: ModelCache, request: RuntimeRequest, ch
             streaming_decoder=OrtStreamingDecoder(_open(synthesizer, DECODER_STEP, threads), synthesizer.stream),
             duration_predictor=duration_predictor,
         )
-        runtimes = {DECODER: synthesizer.runtime(DECODER_STEP)}  # keyed by role: what runs the voice's decoder
+        # Keyed by role: what runs the voice's decoder. Auto: ONNX Runtime until measured after the start.
+        choice = synthesizer.runtime(DECODER_STEP)
+        runtimes = {DECODER: replace(choice, note=UNTIL_MEASURED) if synthesizer.unmeasured else choice}
     elif synthesizer.split:
         names = (synthesizer.latent, synthesizer.speaker)
         models = VoiceModels(
@@ -92,7 +95,7 @@ def load_voice(files: VoiceFiles, cache: ModelCache, request: RuntimeRequest, ch
             decoder=OrtDecoder(_open(synthesizer, DECODER, threads), *names),
             duration_predictor=duration_predictor,
         )
-        runtimes = {DECODER: synthesizer.runtime(DECODER)}  # unmeasured when forced onto ONNX Runtime
+        runtimes = {DECODER: synthesizer.runtime(DECODER)}  # only ONNX Runtime runs slices (optimize.py)
     else:
         models = VoiceModels(
             whole=OrtWholeSynthesizer(open_session(synthesizer.parts[WHOLE], threads)),
@@ -101,3 +104,10 @@ def load_voice(files: VoiceFiles, cache: ModelCache, request: RuntimeRequest, ch
         runtimes = {}
     _tell_once_if_no_openvino(runtimes)
     return LoadedVoice(models, synthesizer.unsplit_reason, runtimes, synthesizer.no_stream_reason)
+
+
+def with_measured_decoder(models: VoiceModels, measured: PreparedModel, threads: int | None) -> VoiceModels:
+    """`models` with the step model opened on the runtime a measurement chose for it (`ModelCache.measure`)."""
+    assert measured.stream is not None, "only a step model is measured"
+    session = _open(measured, DECODER_STEP, threads)
+    return replace(models, streaming_decoder=OrtStreamingDecoder(session, measured.stream))

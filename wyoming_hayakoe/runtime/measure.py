@@ -1,19 +1,32 @@
-"""Choosing the decoder's runtime by measuring it on this machine (in the cache's child process).
+"""Choosing the decoder's runtime by measuring it on this machine, in a child process.
 
 Which runtime is faster depends on the CPU (OpenVINO won on an AVX-512 EPYC
 and lost with oneDNN capped at AVX2), so it is measured where the server
-runs. The decoder is converted to OpenVINO IR with its 1-D ConvTranspose
-widened (deconv.py), compiled at f32 (and bf16, where eligible), and run on
-the same input as ONNX Runtime f32 (the front's latent of a made-up
-sentence): a warm-up, then the best of three timed runs. A candidate whose
-output disagrees with ONNX Runtime's (below `F32_MIN_SNR_DB`, or
-`BF16_MIN_SNR_DB` for bf16, or another shape) is never chosen; of the rest,
-the fastest is. The losers' files are removed from the entry.
+runs. What is measured is the decoder's step model (stream.py): one input
+shape, so OpenVINO compiles it once and keeps one set of buffers (it keeps
+buffers for every shape it has run, which ruled it out for the slices of
+varying length a decoder that cannot stream still decodes: that one stays
+on ONNX Runtime, unmeasured). It is converted to OpenVINO IR with its 1-D ConvTranspose
+widened (deconv.py), compiled at f32 (and at the lower precision this CPU
+computes natively: bf16 on x86 with AVX512_BF16 or AMX, f16 on ARMv8.2+
+cores with FP16 arithmetic), and run on the same input as ONNX Runtime f32
+(the front's latent of a made-up sentence): a warm-up, then the best of
+three timed runs. A candidate whose output disagrees with ONNX Runtime's
+(below `F32_MIN_SNR_DB` at f32, `LOWER_MIN_SNR_DB` at bf16 or f16, or
+another shape) is never chosen; of the rest, the fastest is. The losers'
+files are removed from the entry.
+
+It never delays a first start: with `--backend auto`, the cache's entry
+starts on ONNX Runtime f32 and this module runs later as its own child
+(`python -m wyoming_hayakoe.runtime.measure ENTRY ...`, started by
+`ModelCache.measure`), at low priority, dying with the process that started
+it, and rewriting the entry's manifest in one step when it is done. A
+forced `--backend openvino` is measured by the optimizer's child instead
+(`choose_decoder_runtime`), as the voice must start on it.
 
 Only the decoder: OpenVINO keeps the largest intermediate buffers a
-dynamic-shape model ever needed for as long as the compiled model lives.
-The decoder runs on slices of bounded length, so that is bounded; the front
-and the duration predictor take whole sentences and texts (on the tiny
+dynamic-shape model ever needed for as long as the compiled model lives,
+and the front and the duration predictor take whole sentences and texts (on the tiny
 stand-in, a 300-character sentence left some 830 MB resident on OpenVINO,
 4 MB on ONNX Runtime, whose arena shrinks after each run), so they stay on
 ONNX Runtime.
@@ -21,39 +34,57 @@ ONNX Runtime.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import ctypes
+import fcntl
 import hashlib
 import json
+import logging
+import os
+import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 
 from .cache import (
-    DECODER,
+    BACKENDS,
+    DECODER_STEP,
+    DECODER_STEP_PLAIN,
     FRONT,
-    GROWS,
+    MANIFEST,
+    MEASURING_LOCK,
     NO_OPENVINO,
     OPENVINO,
     OPENVINO_CACHE,
+    PRECISIONS,
     TIMINGS,
     RuntimeChoice,
     RuntimeRequest,
+    StreamSpec,
     cpu_signature,
+    native_lower_precision,
     onnxruntime_version,
     openvino_version,
+    write_manifest,
 )
 from .deconv import widen_conv_transposes
 from .models import SynthesisInputs
-from .ort import OrtDecoder, OrtFront, Session, open_session
-from .split import SplitSynthesizer
+from .ort import OrtFront, Session, decode_streaming, open_session
 
-F32_MIN_SNR_DB = 100.0
-BF16_MIN_SNR_DB = 50.0
+F32_MIN_SNR_DB = 100.0  # f32 on another runtime: the same computation, only summed in another order
+# A lower precision must measure at least this against f32 on the voice itself. Home Assistant
+# re-encodes the audio to MP3 (V0) for media players, and that step alone measures 36.9 dB on
+# OpenJTalk speech (128 kbps: 25 dB): an error at 38 dB is smaller than what HA adds, far below
+# audibility. `--precision f32` keeps exact audio.
+LOWER_MIN_SNR_DB = 38.0
 SENTENCE_PHONES = 150  # about a long sentence
 DECODER_FRAMES = 100
 TIMED_RUNS = 3
@@ -72,25 +103,6 @@ class Steps:
     def __call__(self, doing: str, new_step: bool = True) -> None:
         self.done += new_step
         print(f"progress {self.done} {self.total} {doing}", file=sys.stderr, flush=True)
-
-
-def bf16_native(cpuinfo: str | None = None) -> bool:
-    """Whether this CPU computes bf16 itself: AVX512_BF16 or AMX on x86, the bf16 feature on ARM.
-
-    Elsewhere bf16 is emulated, slower than f32. No Cortex-A72 (a Pi 4)
-    lists bf16; a Cortex-A76 (a Pi 5) has f16 but not bf16.
-    """
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return False
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip().lower() in ("flags", "features"):
-            features = set(value.split())
-            return bool(features & {"avx512_bf16", "amx_bf16", "bf16"})
-    return False
 
 
 def snr_db(reference: np.ndarray, test: np.ndarray) -> float:
@@ -165,47 +177,6 @@ class Part:
     graph: bytes  # before ONNX Runtime's optimization (its fused ops are its own)
     work: str  # what one pass is, for the log
     run: Callable[[Session], Outputs]
-    run_at: Callable[[Session, int], Outputs]  # one pass over an input of another length (frames)
-
-
-# Input lengths run after the timed one, as a server's slices differ in length,
-# to see what a runtime keeps once it has run them: OpenVINO's CPU plugin kept
-# some 57 MB per distinct decoder slice length on the full-size stand-in (over
-# a GB after 20 lengths), which `release_memory` does not give back.
-RETENTION_FRAMES = (97, 89, 83, 71)
-MAX_RETAINED_MIB = 48.0
-RETAINED = " retained MB"  # a candidate's label with this: what it kept, in KnownTimings
-
-
-def _growth(retained: float) -> str:
-    return f"keeps {retained:.0f} MB more after {len(RETENTION_FRAMES) - 1} more input lengths (its {GROWS} with every new slice length)"
-
-
-def _anonymous_mib() -> float | None:
-    """This process's anonymous resident memory (Linux), None where /proc cannot tell."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("RssAnon:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return None
-
-
-def retained_mib(session: Session, run_at: Callable[[Session, int], Outputs]) -> float:
-    """What `session` still holds, after giving back memory, once it has run inputs of several lengths
-    more than after one: 0 for a runtime whose memory does not grow with every new input length."""
-    from .memory import give_back_memory
-
-    run_at(session, RETENTION_FRAMES[0])
-    give_back_memory()
-    before = _anonymous_mib()
-    for frames in RETENTION_FRAMES[1:]:
-        run_at(session, frames)
-    give_back_memory()
-    after = _anonymous_mib()
-    return 0.0 if before is None or after is None else max(0.0, after - before)
 
 
 def architecture(graph: bytes, threads: int | None) -> str:
@@ -230,12 +201,9 @@ def architecture(graph: bytes, threads: int | None) -> str:
 class KnownTimings:
     """Timings measured for an earlier voice of the same architecture, kept beside the cache's entries.
 
-    The first start prepares every installed voice; HayaKoe's five share
-    one decoder architecture, so timing it once is enough, and so is checking
-    what a runtime keeps after more input lengths (`RETAINED`): auto does not
-    even compile again a candidate whose memory grew. Each voice still has its
-    own agreement check: that depends on its weights. The cache's lock, held
-    while the child runs, keeps the file consistent.
+    HayaKoe's five voices share one decoder architecture, so timing it once
+    is enough. Each voice still has its own agreement check: that depends on
+    its weights. The lock held while a child measures keeps the file consistent.
     """
 
     def __init__(self, folder: Path) -> None:
@@ -256,6 +224,15 @@ class KnownTimings:
             self.path.write_text(json.dumps(self.known, indent=1), encoding="utf-8")
 
 
+def openvino_missing() -> str:
+    """Why OpenVINO cannot run here (a note for the log), "" if it can."""
+    try:
+        from . import openvino  # noqa: F401  (imported here: a missing or broken OpenVINO is a note)
+    except ImportError as err:
+        return f"{NO_OPENVINO} ({err})"
+    return ""
+
+
 class Measurer:
     """Measures parts for one cache entry (`out`) as `request` allows, one step of `steps` each."""
 
@@ -264,29 +241,26 @@ class Measurer:
         self.out = out
         self.steps = steps
         self.timings = KnownTimings(out.parent)  # the entry is made in a work folder inside the cache's
-        self.openvino_error = ""
-        if request.backend != "onnxruntime":
-            try:
-                from . import openvino  # noqa: F401  (imported here: a missing or broken OpenVINO is a note)
-            except ImportError as err:
-                self.openvino_error = f"{NO_OPENVINO} ({err})"
+        self.openvino_error = openvino_missing() if request.backend != "onnxruntime" else ""
 
     def _precisions(self) -> tuple[list[str], str]:
-        """OpenVINO precisions to try for the decoder, and why bf16 is not among them (if it is not)."""
+        """OpenVINO precisions to try for the decoder, and why no lower one is among them (if none is)."""
         if self.request.backend == "onnxruntime":
             return [], ""
         if self.openvino_error:
             return [], self.openvino_error
+        native = native_lower_precision()
         if self.request.precision == "f32":
             return ["f32"], ""
-        if self.request.precision == "bf16":
-            return ["bf16"], "" if bf16_native() else "bf16 forced on a CPU without native bf16"
-        if bf16_native():
-            return ["f32", "bf16"], ""
-        return ["f32"], "bf16 not tried: this CPU does not compute bf16 natively"
+        if self.request.precision != "auto":
+            forced = self.request.precision
+            return [forced], "" if forced == native else f"{forced} forced on a CPU that does not compute it natively"
+        if native is not None:
+            return ["f32", native], ""
+        return ["f32"], "no bf16 or f16 tried: this CPU computes neither natively"
 
-    def measure(self, part: Part) -> tuple[RuntimeChoice, str]:
-        """The part's runtime choice and the file the server opens."""
+    def measure(self, part: Part) -> tuple[RuntimeChoice, str, list[Path]]:
+        """The part's runtime choice, the file the server opens and the files no longer needed."""
         key = architecture(part.graph, self.request.threads)
         known = self.timings.get(key)
         verb = "checking" if known else "measuring"
@@ -296,16 +270,6 @@ class Measurer:
         snrs: dict[str, float] = {}
         failed: dict[str, str] = {}
         precisions, note = self._precisions()
-        grows: dict[str, str] = {}  # agrees, but its memory grows with every input length
-        retention: dict[str, float] = {}  # MB kept after more input lengths, per candidate checked
-        if self.request.backend != OPENVINO:  # auto: what grew for this architecture is not compiled again
-            for precision in list(precisions):
-                label = f"{OPENVINO} {precision}"
-                if known.get(label + RETAINED, 0.0) > MAX_RETAINED_MIB:
-                    precisions.remove(precision)
-                    grows[label] = _growth(known[label + RETAINED]) + " on an earlier voice of the same architecture"
-                    if label in known:
-                        times[label] = known[label]
         blobs: dict[str, set[Path]] = {}
         ir = self.out / f"{part.key}.xml"
         if precisions:
@@ -324,39 +288,29 @@ class Measurer:
             label = f"{OPENVINO} {precision}"
             self.steps(f"compiling and {verb} {part.key} on {label}", new_step=False)
             try:
-                times[label], snr, problem, retained = self._run_openvino(
-                    part, ir, precision, blobs.setdefault(label, set()), known, reference, times[ORT_F32]
+                times[label], snr, problem = self._run_openvino(
+                    part, ir, precision, blobs.setdefault(label, set()), known, reference
                 )
             except Exception as err:  # a plugin that cannot compile or run it
                 failed[label] = f"could not run: {_first_line(err)}"
                 continue
             if snr is not None:
                 snrs[label] = round(snr, 1)
-            if retained is not None:
-                retention[label + RETAINED] = retained
             if problem:
                 failed[label] = problem
-            elif retained is not None and retained > MAX_RETAINED_MIB:
-                grows[label] = _growth(retained)
-        self.timings.put(key, {**known, **times, **retention})
+        self.timings.put(key, {**known, **times})
         if known and all(label in known for label in times):
             note = "; ".join(filter(None, [note, "timings from an earlier voice of the same architecture"]))
         allowed = [label for label in times if label not in failed]
-        if self.request.backend == OPENVINO:  # asked for: a memory that grows is the user's call, with a warning
-            forced = [label for label in allowed if label != ORT_F32]
-            if not forced:
+        if self.request.backend == OPENVINO:  # asked for: ONNX Runtime only if OpenVINO failed its check
+            allowed = [label for label in allowed if label != ORT_F32] or [ORT_F32]
+            if allowed == [ORT_F32]:
                 note = "; ".join(
                     filter(None, [note, "openvino was asked for but failed its check: onnxruntime runs it"])
                 )
-            elif grows:
-                note = "; ".join(filter(None, [note, *(f"warning: {label} {why}" for label, why in grows.items())]))
-            allowed = forced or [ORT_F32]
-        else:
-            failed.update(grows)
-            allowed = [label for label in allowed if label not in grows]
         chosen = min(allowed, key=times.__getitem__)
         backend, precision = chosen.split()
-        self._remove_losers(part, chosen, blobs)
+        unused = self._losers(part, chosen, blobs)
         choice = RuntimeChoice(
             backend=backend,
             precision=precision,
@@ -367,73 +321,123 @@ class Measurer:
             note=note,
         )
         file = part.ort_model.name if chosen == ORT_F32 else f"{part.key}.xml"
-        return choice, file
+        return choice, file, unused
 
     def _run_openvino(
-        self,
-        part: Part,
-        ir: Path,
-        precision: str,
-        blobs: set[Path],
-        known: dict[str, float],
-        reference: Outputs,
-        ort_seconds: float,
-    ) -> tuple[float, float | None, str, float | None]:
-        """`part` compiled at `precision`: its time, its agreement with onnxruntime's `reference` (the SNR,
-        and why it fails or ""), and the MB it keeps after inputs of other lengths (see `retained_mib`),
-        each as `known` for its architecture if it is. The memory check (None otherwise) is only for a
-        candidate that agrees and, in auto, beats onnxruntime's `ort_seconds`: the first start is spared
-        it for one that cannot win. The compiled-model files it added go into `blobs`."""
+        self, part: Part, ir: Path, precision: str, blobs: set[Path], known: dict[str, float], reference: Outputs
+    ) -> tuple[float, float | None, str]:
+        """`part` compiled at `precision`: its time (as `known` for its architecture, if it is) and its
+        agreement with onnxruntime's `reference` (the SNR, and why it fails or ""). The compiled-model
+        files it added go into `blobs`."""
         from .openvino import open_compiled
 
         cache = self.out / OPENVINO_CACHE
         before = set(cache.glob("*"))
         compiled = open_compiled(ir, precision, self.request.threads, cache)
         blobs.update(set(cache.glob("*")) - before)
-        label = f"{OPENVINO} {precision}"
-        outputs, seconds = best_time(part.run, compiled, known.get(label))
-        snr, problem = agreement(reference, outputs, BF16_MIN_SNR_DB if precision == "bf16" else F32_MIN_SNR_DB)
-        retained = None
-        if not problem and (self.request.backend == OPENVINO or seconds < ort_seconds):
-            retained = known.get(label + RETAINED)
-            if retained is None:
-                retained = retained_mib(compiled, part.run_at)
-        return seconds, snr, problem, retained  # then dropped: one compiled model at a time
+        outputs, seconds = best_time(part.run, compiled, known.get(f"{OPENVINO} {precision}"))
+        snr, problem = agreement(reference, outputs, F32_MIN_SNR_DB if precision == "f32" else LOWER_MIN_SNR_DB)
+        if compiled.precision != precision and not problem:  # not what it would be chosen (and logged) as
+            problem = f"OpenVINO's CPU plugin computes it in {compiled.precision} on this CPU"
+        return seconds, snr, problem  # then dropped: one compiled model at a time
 
-    def _remove_losers(self, part: Part, chosen: str, blobs: dict[str, set[Path]]) -> None:
-        """Only the chosen runtime's files stay: the other runtime never loads this part."""
+    def _losers(self, part: Part, chosen: str, blobs: dict[str, set[Path]]) -> list[Path]:
+        """The other runtime's files, which the server never loads: compiled models are removed now
+        (the manifest does not list them), the entry's own files returned, to go with the old manifest."""
         for label, files in blobs.items():
             if label != chosen:
                 for file in files:
                     file.unlink()
-        if chosen == ORT_F32:
-            doomed = [self.out / f"{part.key}.xml", self.out / f"{part.key}.bin"]
-        else:
-            doomed = [part.ort_model, part.ort_model.with_name(part.ort_model.name + ".data")]
-        for file in doomed:
-            file.unlink(missing_ok=True)
         with contextlib.suppress(OSError):  # an OpenVINO cache with nothing in it
             (self.out / OPENVINO_CACHE).rmdir()
+        if chosen == ORT_F32:
+            return [self.out / f"{part.key}.xml", self.out / f"{part.key}.bin"]
+        return [part.ort_model, part.ort_model.with_name(part.ort_model.name + ".data")]
 
 
 def _first_line(err: Exception) -> str:
     return (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
 
 
-def measure_decoder(measurer: Measurer, out: Path, halves: SplitSynthesizer) -> tuple[RuntimeChoice, str]:
-    """The decoder on the first `DECODER_FRAMES` frames of the latent the front makes of a made-up sentence."""
-    latent, speaker = halves.latent, halves.speaker
-    inputs = sentence(vocabulary_sizes(onnx.load_from_string(halves.front)))
-    front = OrtFront(open_session(out / f"{FRONT}.onnx", measurer.request.threads), latent, speaker)
+def measure_step_model(
+    measurer: Measurer, entry: Path, graph: bytes, manifest: dict[str, Any]
+) -> tuple[RuntimeChoice, str, list[Path]]:
+    """The step model (plain `graph`, optimized in the entry) decoding the first `DECODER_FRAMES` frames
+    of the latent the entry's front makes of a made-up sentence, chunk by chunk, flush included."""
+    latent, speaker = manifest["latent"], manifest["speaker"]
+    spec = StreamSpec.from_json(dict(manifest["stream"]))  # a copy: from_json takes it apart
+    front_model = entry / f"{FRONT}.onnx"
+    inputs = sentence(vocabulary_sizes(onnx.load(str(front_model), load_external_data=False)))
+    front = OrtFront(open_session(front_model, measurer.request.threads), latent, speaker)
     z, g = front.latent(inputs)
     del front
     z = np.tile(z, (1, 1, -(-DECODER_FRAMES // z.shape[2])))[:, :, :DECODER_FRAMES]
-    decoder = Part(
-        DECODER,
-        out / f"{DECODER}.onnx",
-        halves.decoder,
-        f"{DECODER_FRAMES} frames",
-        lambda session: (OrtDecoder(session, latent, speaker).decode(z, g),),
-        lambda session, frames: (OrtDecoder(session, latent, speaker).decode(z[:, :, :frames], g),),
+    step = Part(
+        DECODER_STEP,
+        entry / f"{DECODER_STEP}.onnx",
+        graph,
+        f"{DECODER_FRAMES} frames ({spec.runs(DECODER_FRAMES)} runs of {spec.chunk_frames})",
+        lambda session: (decode_streaming(session, spec, z, g),),
     )
-    return measurer.measure(decoder)
+    return measurer.measure(step)
+
+
+def choose_decoder_runtime(entry: Path, manifest: dict[str, Any], request: RuntimeRequest, steps: Steps) -> list[Path]:
+    """Measure the step model of the unmeasured `entry` and record the choice in its `manifest` (not yet
+    written); returns the entry's files the new manifest no longer needs (see `cache.write_manifest`)."""
+    plain = entry / DECODER_STEP_PLAIN
+    measurer = Measurer(request, entry, steps)
+    choice, file, unused = measure_step_model(measurer, entry, plain.read_bytes(), manifest)
+    manifest["runtimes"] = {DECODER_STEP: asdict(choice)}
+    manifest["parts"][DECODER_STEP] = file
+    del manifest["unmeasured"]
+    return [*unused, plain]
+
+
+def _in_the_background(parent: int) -> None:
+    """Low priority, and gone with the process that started this one (Linux: even if it is killed):
+    measuring must never slow a request down, nor outlive the server."""
+    os.nice(10)
+    if sys.platform == "linux":
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # it went before the line above took effect
+        sys.exit("the process that asked for this measurement is gone")
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[Path, RuntimeRequest, int | None]:
+    """(the entry, the request, the pid to die with) from the command line `ModelCache.measure` gives."""
+    parser = argparse.ArgumentParser(description="Choose a cache entry's decoder runtime (used by the server).")
+    parser.add_argument("entry", type=Path)
+    parser.add_argument("--backend", choices=BACKENDS, required=True)
+    parser.add_argument("--precision", choices=PRECISIONS, default="auto")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--parent", type=int, default=None, help="the pid to die with (default: the parent's)")
+    args = parser.parse_args(argv)
+    return args.entry, RuntimeRequest(args.backend, args.precision, args.threads), args.parent
+
+
+def measure_entry(entry: Path, request: RuntimeRequest) -> None:
+    """Measure the unmeasured cache `entry`'s decoder and rewrite its manifest with the choice."""
+    with open(entry.parent / MEASURING_LOCK, "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another server measuring in this folder goes first
+        manifest = json.loads((entry / MANIFEST).read_text(encoding="utf-8"))
+        if not manifest.get("unmeasured"):
+            return  # measured meanwhile, by another server
+        unused = choose_decoder_runtime(entry, manifest, request, Steps(1))
+        write_manifest(entry, manifest, unused)
+
+
+def main(argv: list[str] | None = None) -> None:
+    entry, request, parent = parse_args(argv)
+    _in_the_background(os.getppid() if parent is None else parent)
+    logging.basicConfig(level=logging.WARNING)
+    ort.set_default_logger_severity(3)
+    measure_entry(entry, request)
+
+
+if __name__ == "__main__":
+    main()

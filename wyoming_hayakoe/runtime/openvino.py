@@ -3,9 +3,9 @@
 A compiled model is wrapped as a `Session` (ONNX Runtime's `run`), so the
 roles in ort.py bind its inputs by the same names with the same code (any
 role: measure.py says why only the decoder is given to OpenVINO). The
-precision is always given: OpenVINO's default is bf16 on x86 CPUs with
-AVX512_BF16 and f16 on ARM cores that have it, neither of which matches
-ONNX Runtime; `save_ir` likewise keeps f32 weights (OpenVINO's default
+precision is always given (INFERENCE_PRECISION_HINT: f32, bf16 or f16):
+OpenVINO's default is bf16 on x86 CPUs with AVX512_BF16 and f16 on ARM
+cores that have it, neither of which matches ONNX Runtime; `save_ir` likewise keeps f32 weights (OpenVINO's default
 would halve them). Compiled models are kept in the cache entry (CACHE_DIR),
 so a warm start imports them instead of compiling again. Imported only when a
 model runs on OpenVINO, or by the cache's child to measure.
@@ -51,6 +51,8 @@ class OvSession:
     def __init__(self, compiled: ov.CompiledModel) -> None:
         self._compiled = compiled
         self._request = compiled.create_infer_request()
+        # What the plugin really computes in: it may fall back to f32 where a lower precision is not supported.
+        self.precision = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
         keep_track(self)
 
     def release_memory(self) -> None:
@@ -66,9 +68,9 @@ class OvSession:
 
 
 def open_compiled(model: Path, precision: str, threads: int | None, cache_dir: Path) -> OvSession:
-    """The OpenVINO IR at `model` compiled for this CPU at `precision` ("f32" or "bf16")."""
-    if precision not in ("f32", "bf16"):
-        raise ValueError(f"OpenVINO precision must be f32 or bf16, not {precision!r}")
+    """The OpenVINO IR at `model` compiled for this CPU at `precision` ("f32", "bf16" or "f16")."""
+    if precision not in ("f32", "bf16", "f16"):
+        raise ValueError(f"OpenVINO precision must be f32, bf16 or f16, not {precision!r}")
     cache_dir.mkdir(parents=True, exist_ok=True)
     # Compiled from the read model, not its path: the cache then knows a model
     # by its content, so what the cache's child compiled in its work folder

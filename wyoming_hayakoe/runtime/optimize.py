@@ -7,10 +7,12 @@ ONNX Runtime's fully optimized graph with its weights in a separate file
 synthesizer into front and decoder if asked (split.py, the only user of the
 `onnx` package besides aivmx.py, deconv.py and measure.py). An AIVMX file
 (aivmx.py) becomes a synthesizer, a duration predictor and the voice's
-config, style vectors and manifest, all in the one entry. Given a backend,
-the child then chooses the decoder's runtime by measuring (measure.py) and
-records the choice in the manifest. Progress lines on stderr tell the
-server's log what it is doing.
+config, style vectors and manifest, all in the one entry. Given a backend
+that may choose OpenVINO, the decoder's plain graph is kept for measuring
+(measure.py): later, in the background, for auto (the entry is marked
+unmeasured and starts on ONNX Runtime f32); right here for a forced
+`--backend openvino`, which the voice must start on. Progress lines on
+stderr tell the server's log what it is doing.
 """
 
 from __future__ import annotations
@@ -33,21 +35,26 @@ from .cache import (
     DECODER_STEP_PLAIN,
     DURATION_PREDICTOR,
     FRONT,
-    MANIFEST,
     ONNXRUNTIME,
     PRECISIONS,
     WHOLE,
+    RuntimeChoice,
     RuntimeRequest,
     runtime_identity,
-    sync_to_disk,
+    write_manifest,
 )
-from .measure import Measurer, Steps, measure_decoder
+from .measure import Steps, choose_decoder_runtime, openvino_missing
 from .split import SplitSynthesizer
 
 # The step model is kept only if it decodes a latent as a whole decode does, to this
 # SNR over the whole and over its last frames: exactness is the rewrite's promise,
 # so a graph it misreads falls back to slices instead of sounding wrong.
 STREAM_MIN_SNR_DB = 100.0
+# Why a decoder that cannot stream is never measured: OpenVINO keeps buffers for every input
+# shape it has run, and slices come in many lengths (some 57 MB more per length, full-size).
+SLICES_ON_ONNXRUNTIME = (
+    "decodes in slices of varying length, which only ONNX Runtime runs without keeping memory per length"
+)
 
 
 def _stream_into(halves: SplitSynthesizer, out: Path, manifest: dict[str, Any]) -> None:
@@ -115,10 +122,15 @@ def _prepare_into(source: Path, out: Path, split: bool, request: RuntimeRequest 
         "parts": {},
     }
     parts: dict[str, str] = manifest["parts"]
-    # Forced onto ONNX Runtime, there is nothing to choose between.
-    measuring = request if request is not None and request.backend != ONNXRUNTIME else None
+    manifest["runtimes"] = {}
+    # Forced onto ONNX Runtime, or without OpenVINO, there is nothing to choose between; auto chooses
+    # later, in the background.
+    choosing = request is not None and request.backend != ONNXRUNTIME
+    missing = openvino_missing() if choosing else ""
+    choosing = choosing and not missing
+    measuring_now = request if choosing and request is not None and not request.measured_later else None
     aivmx = source.suffix.lower() == AIVMX_SUFFIX
-    steps = Steps(((5 if measuring else 4) if split else 1) + aivmx)
+    steps = Steps(((5 if measuring_now else 4) if split else 1) + aivmx)
     model: Any = source  # a path, or a converted model (onnx.ModelProto)
     config = _config_beside(source) if split else {}
     if aivmx:
@@ -134,7 +146,6 @@ def _prepare_into(source: Path, out: Path, split: bool, request: RuntimeRequest 
         except Unsplittable as err:
             manifest["unsplit_reason"] = str(err)
             steps.total = steps.done + 1  # only optimizing is left: a whole synthesizer runs on ONNX Runtime
-    runtimes = {}
     if halves is None:
         steps("optimizing")
         _optimize(model if isinstance(model, Path) else model.SerializeToString(), out / f"{WHOLE}.onnx")
@@ -147,17 +158,20 @@ def _prepare_into(source: Path, out: Path, split: bool, request: RuntimeRequest 
         parts.update({FRONT: f"{FRONT}.onnx", DECODER: f"{DECODER}.onnx"})
         steps("rewriting the decoder to stream")
         _stream_into(halves, out, manifest)
-        if measuring is not None:
-            runtimes[DECODER], parts[DECODER] = measure_decoder(Measurer(measuring, out, steps), out, halves)
         manifest.update(latent=halves.latent, speaker=halves.speaker)
-    manifest["runtimes"] = {part: asdict(choice) for part, choice in runtimes.items()}
-    files = sorted(path for path in out.rglob("*") if path.is_file())
-    manifest["files"] = {path.name: path.stat().st_size for path in files if path.parent == out}
-    for path in files:
-        sync_to_disk(path)
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
-    sync_to_disk(out / MANIFEST)
-    sync_to_disk(out)
+        # Only the step model is measured: OpenVINO compiles its one input shape once, while the slices'
+        # varying lengths would each keep buffers of their own.
+        measured = DECODER_STEP if DECODER_STEP in parts else DECODER
+        if missing:
+            manifest["runtimes"] = {measured: asdict(RuntimeChoice(note=missing))}
+        elif choosing and measured == DECODER:
+            manifest["runtimes"] = {DECODER: asdict(RuntimeChoice(note=SLICES_ON_ONNXRUNTIME))}
+        elif choosing:
+            manifest["unmeasured"] = True
+    unused = [out / DECODER_STEP_PLAIN] if "unmeasured" not in manifest else []  # what OpenVINO converts
+    if measuring_now is not None and "unmeasured" in manifest:
+        unused = choose_decoder_runtime(out, manifest, measuring_now, steps)
+    write_manifest(out, manifest, unused)
 
 
 def main(argv: list[str] | None = None) -> None:

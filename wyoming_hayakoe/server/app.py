@@ -6,8 +6,9 @@ import asyncio
 import logging
 import os
 import signal
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Protocol
 
@@ -167,11 +168,14 @@ def run_server(
     scheduler = Scheduler(max_requests=config.max_queue)
     scheduler.start()
     service = build_service(config, engine, default_voice, scheduler)
+    stop_measuring = measure_in_background(engine, scheduler)
     try:
         asyncio.run(serve(config, service, listener, front_ends))
     except BaseException:
+        stop_measuring()
         scheduler.close(timeout=10)
         raise
+    stop_measuring()
     if not scheduler.close(timeout=10):
         # A model run still going (a long step on a slow machine) would abort the interpreter's exit
         # ("terminate called without an active exception"), which reads as a crash: everything is
@@ -181,3 +185,21 @@ def run_server(
         logging.shutdown()
         os._exit(0)
     _LOGGER.info("Stopped")
+
+
+def measure_in_background(engine: Engine, scheduler: Scheduler) -> Callable[[], None]:
+    """Measure the voices' decoder runtimes in a thread of its own while the server serves (see
+    engine/runtimes.py), each switched to between requests; returns what stops it."""
+    measuring = engine.measuring
+    if measuring is None or not measuring.pending:
+        return lambda: None
+    names = ", ".join(item.voice.name for item in measuring.pending)
+    _LOGGER.info("Serving on onnxruntime f32 while the decoder runtimes of %s are measured in the background", names)
+    thread = threading.Thread(target=measuring.run, args=(scheduler.when_idle,), name="measuring", daemon=True)
+    thread.start()
+
+    def stop() -> None:
+        measuring.stop()
+        thread.join(10)
+
+    return stop
