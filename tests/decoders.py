@@ -40,13 +40,10 @@ class SlowDecoder:
         return audio
 
 
-class SlowStreamingDecoder:
-    """The real streaming decoder, each run taking `seconds_per_second` of wall time per second of the chunk
-    it decodes (padding included, as a real run costs); the speed may be changed between requests."""
+class _WrappedStreamingDecoder:
+    """A streaming decoder around the real one: its chunk and run count are the real one's."""
 
-    def __init__(self, decoder: StreamingDecoder, rate: int, hop: int, seconds_per_second: float) -> None:
-        self.decoder, self.rate, self.hop, self.seconds_per_second = decoder, rate, hop, seconds_per_second
-        self.calls = 0
+    decoder: StreamingDecoder
 
     @property
     def chunk_frames(self) -> int:
@@ -54,6 +51,15 @@ class SlowStreamingDecoder:
 
     def runs(self, frames: int) -> int:
         return self.decoder.runs(frames)
+
+
+class SlowStreamingDecoder(_WrappedStreamingDecoder):
+    """The real streaming decoder, each run taking `seconds_per_second` of wall time per second of the chunk
+    it decodes (padding included, as a real run costs); the speed may be changed between requests."""
+
+    def __init__(self, decoder: StreamingDecoder, rate: int, hop: int, seconds_per_second: float) -> None:
+        self.decoder, self.rate, self.hop, self.seconds_per_second = decoder, rate, hop, seconds_per_second
+        self.calls = 0
 
     def decode(self, z: np.ndarray, g: np.ndarray) -> Iterator[np.ndarray]:
         pieces = self.decoder.decode(z, g)
@@ -68,7 +74,7 @@ class SlowStreamingDecoder:
             yield audio
 
 
-class PausedBeforeCall:
+class PausedBeforeCall(_WrappedStreamingDecoder):
     """Run number `call` (from 1) of a streaming decoder waits until `go` is set (at most `timeout` s);
     `went_on_go` says if it was."""
 
@@ -77,13 +83,6 @@ class PausedBeforeCall:
         self.go = threading.Event()
         self.went_on_go: bool | None = None
         self.calls = 0
-
-    @property
-    def chunk_frames(self) -> int:
-        return self.decoder.chunk_frames
-
-    def runs(self, frames: int) -> int:
-        return self.decoder.runs(frames)
 
     def decode(self, z: np.ndarray, g: np.ndarray) -> Iterator[np.ndarray]:
         pieces = self.decoder.decode(z, g)

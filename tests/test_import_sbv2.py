@@ -115,7 +115,9 @@ def test_missing_config_fields_get_hayakoes_defaults(imported: Path) -> None:
 async def test_describe_lists_the_imported_voices_with_their_styles(server) -> None:
     info = await ha.describe(server.host, server.port)
     names = {v.name for v in info.tts[0].voices}
-    assert {"my-model", *(f"my-model:{s}" for s in sm.STYLE_NAMES), "bare"} <= names
+    default, *others = sm.STYLE_NAMES  # the plain name is the default style, with no twin of its own
+    assert {"my-model", *(f"my-model:{s}" for s in others), "bare"} <= names
+    assert f"my-model:{default}" not in names
     assert not {n for n in names if n.startswith("bare:")}  # one style: no per-style entries
     attribution = {v.name: v.attribution.name for v in info.tts[0].voices}
     assert MODEL_LICENCE in attribution["my-model"] and MODEL_LICENCE in attribution["my-model:Happy"]
