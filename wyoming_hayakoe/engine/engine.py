@@ -143,22 +143,20 @@ class Engine:
         aivmx = aivmx_voices(dirs)
         for path, reason in aivmx.refused.items():
             _LOGGER.warning("AIVMX file %s refused: %s", path, reason)
-        loaded: dict[Voice, Path] = {}  # each voice and its synthesizer
+        loaded: list[Voice] = []
         refused: dict[Path, str] = {}
         for name in dict.fromkeys(names):
             found = aivmx.voices.get(name)
             if found is None:
-                files = find_voice(dirs, name)
-                loaded[Voice.load(files, frontend_for, cache, request)] = files.synthesizer
+                loaded.append(Voice.load(find_voice(dirs, name), frontend_for, cache, request))
             elif found.path not in refused:
                 try:
-                    loaded[Voice.load_aivmx(found, frontend_for, cache, request)] = found.path
+                    loaded.append(Voice.load_aivmx(found, frontend_for, cache, request))
                 except PreparationError as err:  # one model refused; the other voices are still served
                     refused[found.path] = err.reason
                     _LOGGER.warning("AIVMX file %s refused: %s", found.path, err.reason)
         level_voices(loaded, bert, cache.folder)
-        entries = {voice: cache.prepare(source, split=True, request=request) for voice, source in loaded.items()}
-        unmeasured = [Unmeasured(voice, entry) for voice, entry in entries.items() if entry.unmeasured]
+        unmeasured = [Unmeasured(voice, voice.entry) for voice in loaded if voice.entry and voice.entry.unmeasured]
         return cls(bert, loaded, HomeAssistantReader(keep_words), RuntimeMeasuring(cache, request, unmeasured))
 
     @property

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..runtime import loading
-from ..runtime.cache import ModelCache, RuntimeChoice, RuntimeRequest
+from ..runtime.cache import ModelCache, PreparedModel, RuntimeChoice, RuntimeRequest
 from ..runtime.models import StreamingDecoder, SynthesisInputs, VoiceModels
 from ..store import STYLE_VECTORS_FILE, VOICE_CONFIG_FILE, AivmxVoice, VoiceFiles, voice_license
 from ..text import Frontend, Phonemes
@@ -156,10 +156,12 @@ class Voice:
         aivmx: AivmxVoice | None = None,
         runtimes: dict[str, RuntimeChoice] | None = None,
         license: str = "",
+        entry: PreparedModel | None = None,
     ) -> None:
         """`origin`: where the voice came from, for the log; `speaker_id`: the synthesizer's sid;
         `aivmx`: the model and speaker an AIVMX voice is (names, licence); `runtimes`: each part's
-        runtime and its measurements; `license`: the licence text its files state ("" if none)."""
+        runtime and its measurements; `license`: the licence text its files state ("" if none);
+        `entry`: its synthesizer's cache entry (whose decoder may still be measured, engine/runtimes.py)."""
         _require_jp_extra(name, config)
         self.name = name
         self.origin = origin
@@ -174,6 +176,7 @@ class Voice:
         self.decode_factor: float | None = None  # decoding seconds per second of audio decoded, smoothed
         self._decoder_cold = True  # its first run includes ONNX Runtime's lazy initialisation
         self.runtimes = runtimes or {}
+        self.entry = entry
 
     @classmethod
     def load(
@@ -259,7 +262,17 @@ class Voice:
         speaker_id = aivmx.speaker_id if aivmx else 0
         license = (aivmx.license or "") if aivmx else voice_license(files.folder)
         voice = cls(
-            files.name, config, style_vectors, frontend, models, origin, speaker_id, aivmx, loaded.runtimes, license
+            files.name,
+            config,
+            style_vectors,
+            frontend,
+            models,
+            origin,
+            speaker_id,
+            aivmx,
+            loaded.runtimes,
+            license,
+            loaded.entry,
         )
         _LOGGER.info(
             "Loaded voice %s from %s (styles: %s%s)",

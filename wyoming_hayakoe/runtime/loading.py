@@ -44,13 +44,15 @@ _told_no_openvino = False
 @dataclass(frozen=True)
 class LoadedVoice:
     """A voice's models, why its synthesizer could not be split ("" if it was or was not asked to be),
-    each measured part's runtime with the measurements it was chosen by (key: decoder), and why its
-    decoder cannot stream (decodes in slices; "" if it streams or is not split)."""
+    each measured part's runtime with the measurements it was chosen by (key: decoder), why its
+    decoder cannot stream (decodes in slices; "" if it streams or is not split), and its synthesizer's
+    cache entry."""
 
     models: VoiceModels
     unsplit_reason: str
     runtimes: dict[str, RuntimeChoice]
     no_stream_reason: str = ""
+    entry: PreparedModel | None = None
 
 
 def _open(prepared: PreparedModel, part: str, threads: int | None) -> Session:
@@ -103,7 +105,7 @@ def load_voice(files: VoiceFiles, cache: ModelCache, request: RuntimeRequest, ch
         )
         runtimes = {}
     _tell_once_if_no_openvino(runtimes)
-    return LoadedVoice(models, synthesizer.unsplit_reason, runtimes, synthesizer.no_stream_reason)
+    return LoadedVoice(models, synthesizer.unsplit_reason, runtimes, synthesizer.no_stream_reason, synthesizer)
 
 
 def with_measured_decoder(models: VoiceModels, measured: PreparedModel, threads: int | None) -> VoiceModels:
