@@ -281,6 +281,9 @@ _LISTENING = re.compile(r"Listening on tcp://([^\s]+):(\d+)")
 #: Flags of the server most test modules share: deterministic audio, so
 #: answers can be compared byte for byte.
 SHARED_ARGS = ("--noise-scale", "0", "--noise-w-scale", "0", "--sdp-ratio", "0")
+# A server whose tests compare audio across requests stays on one runtime: with auto, a fresh model cache
+# is measured in the background and the voice may switch (to bf16, say) between two requests.
+FIXED_RUNTIME = ("--backend", "onnxruntime")
 _SHARED: dict[tuple, ServerProcess] = {}
 
 
@@ -289,8 +292,11 @@ def shared_server(config, data_dir: Path, *args: str) -> ServerProcess:
 
     Starting the server (loading the models) is the slow part of these
     tests; modules that need the same server reuse it. `config` is pytest's
-    config object: the server is stopped when the test session ends.
+    config object: the server is stopped when the test session ends. It runs
+    on ONNX Runtime alone unless `args` choose a backend (FIXED_RUNTIME says why).
     """
+    if "--backend" not in args:
+        args = (*FIXED_RUNTIME, *args)
     key = (str(data_dir), args)
     proc = _SHARED.get(key)
     if proc is None or proc.proc is None or proc.proc.poll() is not None:

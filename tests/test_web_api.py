@@ -36,7 +36,7 @@ def server(standin_dir, folder):
     """The page's server: a dictionary file that does not exist yet, requests only from 127.0.0.1."""
     args = ("--http-allow", "127.0.0.1", "--dictionary", str(folder / "dictionary.txt"), "--debug")
     limits = ("--max-queue", "3", "--max-text-length", str(MAX_TEXT))
-    with WebServer(standin_dir, *ha.SHARED_ARGS, *args, *limits).start() as proc:
+    with WebServer(standin_dir, *ha.FIXED_RUNTIME, *ha.SHARED_ARGS, *args, *limits).start() as proc:
         yield proc
 
 
