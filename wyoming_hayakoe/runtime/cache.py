@@ -172,6 +172,10 @@ class StreamSpec:
         states = tuple((str(i), str(o), tuple(int(d) for d in shape)) for i, o, shape in raw["states"])
         return cls(**{**raw, "states": states})  # `raw` is left as it was
 
+    def state_pairs(self) -> dict[str, str]:
+        """Each state's input name: its output name (what a runtime that keeps the states itself needs)."""
+        return {state_in: state_out for state_in, state_out, _ in self.states}
+
     def runs(self, frames: int) -> int:
         """The runs a sentence of `frames` takes: its frames, then zero chunks until its last sample is out."""
         return -(-(frames * self.hop + self.delay) // (self.chunk_frames * self.hop))

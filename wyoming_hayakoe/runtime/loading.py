@@ -60,7 +60,8 @@ def _open(prepared: PreparedModel, part: str, threads: int | None) -> Session:
     if choice.backend == OPENVINO:
         from .openvino import open_compiled
 
-        return open_compiled(prepared.parts[part], choice.precision, threads, prepared.openvino_cache)
+        states = prepared.stream.state_pairs() if part == DECODER_STEP and prepared.stream else None
+        return open_compiled(prepared.parts[part], choice.precision, threads, prepared.openvino_cache, states)
     return open_session(prepared.parts[part], threads)
 
 

@@ -177,6 +177,7 @@ class Part:
     graph: bytes  # before ONNX Runtime's optimization (its fused ops are its own)
     work: str  # what one pass is, for the log
     run: Callable[[Session], Outputs]
+    states: dict[str, str]  # a step model's states, which OpenVINO keeps inside (see openvino.py)
 
 
 def architecture(graph: bytes, threads: int | None) -> str:
@@ -333,7 +334,7 @@ class Measurer:
 
         cache = self.out / OPENVINO_CACHE
         before = set(cache.glob("*"))
-        compiled = open_compiled(ir, precision, self.request.threads, cache)
+        compiled = open_compiled(ir, precision, self.request.threads, cache, part.states)
         blobs.update(set(cache.glob("*")) - before)
         outputs, seconds = best_time(part.run, compiled, known.get(f"{OPENVINO} {precision}"))
         snr, problem = agreement(reference, outputs, F32_MIN_SNR_DB if precision == "f32" else LOWER_MIN_SNR_DB)
@@ -378,6 +379,7 @@ def measure_step_model(
         graph,
         f"{DECODER_FRAMES} frames ({spec.runs(DECODER_FRAMES)} runs of {spec.chunk_frames})",
         lambda session: (decode_streaming(session, spec, z, g),),
+        spec.state_pairs(),
     )
     return measurer.measure(step)
 

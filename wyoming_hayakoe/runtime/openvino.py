@@ -13,10 +13,12 @@ model runs on OpenVINO, or by the cache's child to measure.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 import openvino as ov
+from openvino.passes import MakeStateful, Manager
 
 from .memory import keep_track
 
@@ -55,6 +57,10 @@ class OvSession:
         self.precision = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
         keep_track(self)
 
+    def reset_states(self) -> None:
+        """Zero the states a stateful model keeps between runs (a step model's, before each sentence)."""
+        self._request.reset_state()
+
     def release_memory(self) -> None:
         """Free the intermediate buffers the largest input so far left allocated (see memory.py)."""
         self._compiled.release_memory()
@@ -67,8 +73,11 @@ class OvSession:
         return [results[name] for name in output_names]
 
 
-def open_compiled(model: Path, precision: str, threads: int | None, cache_dir: Path) -> OvSession:
-    """The OpenVINO IR at `model` compiled for this CPU at `precision` ("f32", "bf16" or "f16")."""
+def open_compiled(
+    model: Path, precision: str, threads: int | None, cache_dir: Path, states: Mapping[str, str] | None = None
+) -> OvSession:
+    """The OpenVINO IR at `model` compiled for this CPU at `precision` ("f32", "bf16" or "f16"); `states`
+    (input name: output name) are kept inside it between runs, neither fed nor returned."""
     if precision not in ("f32", "bf16", "f16"):
         raise ValueError(f"OpenVINO precision must be f32, bf16 or f16, not {precision!r}")
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -76,6 +85,10 @@ def open_compiled(model: Path, precision: str, threads: int | None, cache_dir: P
     # by its content, so what the cache's child compiled in its work folder
     # is found again after that folder became the entry.
     graph = core().read_model(str(model))
+    if states:
+        passes = Manager()
+        passes.register_pass(MakeStateful(dict(states)))
+        passes.run_passes(graph)
     return OvSession(core().compile_model(graph, "CPU", compile_config(precision, threads, cache_dir)))
 
 

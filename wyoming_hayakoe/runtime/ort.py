@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import onnxruntime as ort
@@ -88,6 +88,13 @@ class Session(Protocol):
     def run(self, output_names: list[str] | None, input_feed: dict[str, np.ndarray]) -> list[np.ndarray]: ...
 
 
+@runtime_checkable
+class KeepsStates(Session, Protocol):
+    """A session that carries a step model's states from run to run itself (OpenVINO's stateful models)."""
+
+    def reset_states(self) -> None: ...
+
+
 class _OnSession:
     """A model role bound to one session."""
 
@@ -121,12 +128,15 @@ class OrtDecoder(_OnSession):
 
 
 class OrtStreamingDecoder(_OnSession):
-    """A decoder's step model (stream.py) on any session: a latent decoded a fixed chunk at a time."""
+    """A decoder's step model (stream.py) on any session: a latent decoded a fixed chunk at a time.
 
-    def __init__(self, session: Session, spec: StreamSpec) -> None:
+    The states go in and out with each run, unless the session keeps them (`KeepsStates`)."""
+
+    def __init__(self, session: Session | KeepsStates, spec: StreamSpec) -> None:
         super().__init__(session)
         self.spec = spec
-        self._outputs = [spec.audio, *(output for _, output, _ in spec.states)]
+        self._keeper = session if isinstance(session, KeepsStates) else None
+        self._outputs = [spec.audio, *(() if self._keeper else (output for _, output, _ in spec.states))]
 
     @property
     def chunk_frames(self) -> int:
@@ -139,7 +149,9 @@ class OrtStreamingDecoder(_OnSession):
         """The sentence's audio, one piece per run: the whole decode's samples, the delay dropped."""
         spec = self.spec
         frames = z.shape[2]
-        states = {name: np.zeros(shape, dtype=np.float32) for name, _, shape in spec.states}
+        if self._keeper:
+            self._keeper.reset_states()
+        states = {} if self._keeper else {name: np.zeros(shape, dtype=np.float32) for name, _, shape in spec.states}
         chunk = np.zeros((1, z.shape[1], spec.chunk_frames), dtype=np.float32)
         total = np.array([frames], dtype=np.int64)
         skip, left = spec.delay, frames * spec.hop
