@@ -21,6 +21,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
+from wyoming_hayakoe.engine.bert import CharacterTokenizer
 from wyoming_hayakoe.engine.engine import MAX_PAUSE_TEXT_CHARS, MAX_SENTENCE_CHARS, bounded_sentences
 from wyoming_hayakoe.text import Frontend, UnpronounceableText, split_sentences
 from wyoming_hayakoe.text.rewrite import HomeAssistantReader, katakana_reading, safe_to_split
@@ -191,9 +192,7 @@ class TextPath:
     """One example through every step; counts what the frontend did."""
 
     def __init__(self, tokenizer_dir: str, last: Path) -> None:
-        from transformers import AutoTokenizer
-
-        self.frontend = Frontend(AutoTokenizer.from_pretrained(tokenizer_dir))
+        self.frontend = Frontend(CharacterTokenizer.from_folder(Path(tokenizer_dir)))
         self.reader = HomeAssistantReader(keep_words=["Living Room", "HayaKoe"])
         self.last = last
         self.examples = self.phonemized = self.refused = 0

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from hayakoe_g2p import use_our_g2p
 
+from wyoming_hayakoe.engine.bert import CharacterTokenizer
 from wyoming_hayakoe.text import (
     Frontend,
     Phonemes,
@@ -32,10 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def tokenizer(bert_tokenizer_dir: Path):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(bert_tokenizer_dir))
+def tokenizer(bert_tokenizer_dir: Path) -> CharacterTokenizer:
+    return CharacterTokenizer.from_folder(bert_tokenizer_dir)
 
 
 @pytest.fixture(scope="module")

@@ -35,6 +35,7 @@ pytest.importorskip(
 
 from hayakoe_g2p import use_our_g2p  # noqa: E402
 
+from wyoming_hayakoe.engine.bert import CharacterTokenizer  # noqa: E402
 from wyoming_hayakoe.text import Frontend, UnpronounceableText, split_sentences  # noqa: E402
 from wyoming_hayakoe.text.hayakoe.g2p import analyze  # noqa: E402
 from wyoming_hayakoe.text.hayakoe.normalize import normalize_text  # noqa: E402
@@ -158,10 +159,8 @@ def oracle(bert_tokenizer_dir: Path) -> Oracle:
 
 
 @pytest.fixture(scope="module")
-def our_tokenizer(bert_tokenizer_dir: Path):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(bert_tokenizer_dir))
+def our_tokenizer(bert_tokenizer_dir: Path) -> CharacterTokenizer:
+    return CharacterTokenizer.from_folder(bert_tokenizer_dir)
 
 
 @pytest.fixture(scope="module")

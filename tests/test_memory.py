@@ -16,9 +16,9 @@ from pathlib import Path
 import ha_client as ha
 import numpy as np
 import pytest
-from transformers.models.bert_japanese.tokenization_bert_japanese import BertJapaneseTokenizer
 
 from tools.memory_curve import WORST_CHARACTER, real_text
+from wyoming_hayakoe.engine.bert import CharacterTokenizer
 from wyoming_hayakoe.engine.engine import MAX_SENTENCE_CHARS, Engine
 from wyoming_hayakoe.engine.limits import FRONT_MAX_FRAMES, fitting_parts, frames_per_id, part_limits
 from wyoming_hayakoe.engine.settings import BOUNDS, SynthesisSettings
@@ -34,9 +34,7 @@ RUNAWAY_MIB = 1500
 
 @pytest.fixture(scope="module")
 def frontend(bert_tokenizer_dir: Path) -> Frontend:
-    return Frontend(
-        BertJapaneseTokenizer.from_pretrained(str(bert_tokenizer_dir), local_files_only=True), add_blank=True
-    )
+    return Frontend(CharacterTokenizer.from_folder(bert_tokenizer_dir), add_blank=True)
 
 
 # ----------------------------------------------------------- the limits --

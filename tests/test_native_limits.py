@@ -48,13 +48,14 @@ HOSTILE = {
 
 CHILD = r"""
 import json, sys
-from transformers import AutoTokenizer
+from pathlib import Path
+from wyoming_hayakoe.engine.bert import CharacterTokenizer
 from wyoming_hayakoe.engine.engine import bounded_sentences
 from wyoming_hayakoe.text import Frontend, UnpronounceableText, split_sentences
 from wyoming_hayakoe.text.rewrite import HomeAssistantReader, katakana_reading
 
 cases = json.loads(sys.stdin.read())
-frontend = Frontend(AutoTokenizer.from_pretrained(sys.argv[1]))
+frontend = Frontend(CharacterTokenizer.from_folder(Path(sys.argv[1])))
 reader = HomeAssistantReader()
 out = {}
 for name, text in cases.items():
