@@ -27,7 +27,7 @@ from wyoming.tts import Synthesize
 from tools.listener import Listening, listen
 from wyoming_hayakoe.engine.engine import Engine
 from wyoming_hayakoe.engine.settings import SynthesisSettings
-from wyoming_hayakoe.engine.speech import warm_up
+from wyoming_hayakoe.engine.speech import synthesize
 from wyoming_hayakoe.runtime.models import StreamingDecoder
 from wyoming_hayakoe.server.app import build_service
 from wyoming_hayakoe.server.config import ServerConfig
@@ -50,7 +50,8 @@ def engine(standin_dir: Path, model_cache: Path) -> Engine:
 async def serving(engine: Engine, decoder: Callable[[StreamingDecoder], StreamingDecoder]) -> AsyncIterator[int]:
     """A Wyoming server on a free loopback port with the voice's decoder wrapped by `decoder`.
 
-    Warmed up as the server warms up at start, which measures the decoder's speed.
+    The voice speaks once first, as a server's start makes it speak (its warm-up, or measuring its level),
+    which measures the decoder's speed.
     """
     voice = engine.voice(VOICE)
     models, factor = voice.models, voice.decode_factor
@@ -60,7 +61,8 @@ async def serving(engine: Engine, decoder: Callable[[StreamingDecoder], Streamin
     scheduler = Scheduler()
     listener = Listener("tcp://127.0.0.1:0")
     try:
-        warm_up(engine)
+        for _ in synthesize(engine, "準備。完了", VOICE, QUIET):
+            pass
         scheduler.start()
         config = ServerConfig(uri=listener.uri, data_dirs=[], settings=QUIET)
         service = build_service(config, engine, VOICE, scheduler)

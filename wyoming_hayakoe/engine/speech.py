@@ -263,8 +263,11 @@ def synthesize(
 
 
 def warm_up(engine: Engine) -> None:
-    """Run every voice once so ONNX Runtime's lazy initialisation happens before the first request."""
+    """Run every voice that has not run yet once, so ONNX Runtime's lazy initialisation happens before
+    the first request (a first start has already run each voice to measure its level)."""
     for voice in engine.voices.values():
+        if not voice.cold:
+            continue
         for _ in synthesize(engine, "準備。完了", voice.name, SynthesisSettings(style=voice.styles[0])):
             pass
 

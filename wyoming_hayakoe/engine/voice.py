@@ -393,6 +393,11 @@ class Voice:
         self.decode_factor = factor if self.decode_factor is None else 0.7 * self.decode_factor + 0.3 * factor
 
     @property
+    def cold(self) -> bool:
+        """Whether its decoder has never run (measuring its level, at a first start, runs it)."""
+        return self._decoder_cold
+
+    @property
     def decoder_keeps_up(self) -> bool:
         """Whether this machine decodes this voice faster than it plays (measured on the latest runs)."""
         return self.decode_factor is not None and self.decode_factor < 1.0
