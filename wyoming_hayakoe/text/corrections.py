@@ -205,9 +205,116 @@ def one_phrase_numbers(features: list[Feature]) -> list[Feature]:
     return features
 
 
+def _phrase_start(features: list[Feature], index: int) -> int:
+    """Index of the first word of the accent phrase word ``index`` is in."""
+    while index > 0 and features[index]["chain_flag"] == 1:
+        index -= 1
+    return index
+
+
+def _chain_rule(rule: str, previous_pos: str) -> tuple[str, int]:
+    """The accent rule a word applies after a word of ``previous_pos``, and its offset.
+
+    OpenJTalk's rules read ``動詞%F2@1/助詞%F2@1``: per part of speech of the
+    word before, a rule and a mora offset; a part without ``%`` applies after
+    any word; ``*`` (or none found) leaves the phrase's accent alone.
+    """
+    for part in rule.split("/"):
+        pos, _, named = part.rpartition("%")
+        if pos and pos not in previous_pos:
+            continue
+        name, _, offset = named.partition("@")
+        return name, int(offset) if offset.lstrip("-").isdigit() else 0
+    return "*", 0
+
+
+def _accent_with(accent: int, morae: int, word: Feature, previous: Feature) -> int:
+    """A phrase's accent after ``word`` joins it (``morae`` before it), by the word's chain rule.
+
+    F rules are those of ancillary words (F2: an unaccented phrase falls
+    ``offset`` morae into the word; F3 an accented one; F4: either; F5: the
+    phrase loses its fall); C and P rules, those of compound parts, move the
+    fall to the word's own accent (C1, P1, P14), its first mora (C2), the mora
+    before it (C3) or take it away (C4, P6).
+    """
+    name, offset = _chain_rule(str(word["chain_rule"]), str(previous["pos"]))
+    own = int(word["acc"])
+    moved = {
+        "F2": morae + offset if accent == 0 else accent,
+        "F3": morae + offset if accent != 0 else accent,
+        "F4": morae + offset,
+        "F5": 0,
+        "C1": morae + own,
+        "C2": morae + 1,
+        "C3": morae,
+        "C4": 0,
+        "P1": morae + own if own else 0,
+        "P6": 0,
+        "P14": morae + own if own else accent,
+    }
+    return moved.get(name, accent)
+
+
+def start_phrase(features: list[Feature], index: int) -> None:
+    """Cut the accent phrase before word ``index``: each part gets the accent it has alone (in place).
+
+    The phrase before keeps its fall if the fall is within it; a fall past
+    its end came from a word now cut off (ます, ない), so it is unaccented.
+    The new phrase's accent is its first word's, changed by each word that
+    follows in it as OpenJTalk's chain rules change it.
+    """
+    start = _phrase_start(features, index)
+    before = sum(int(features[i]["mora_size"]) for i in range(start, index))
+    if int(features[start]["acc"]) > before:
+        features[start]["acc"] = 0
+    features[index]["chain_flag"] = 0
+    accent = int(features[index]["acc"])
+    morae = int(features[index]["mora_size"])
+    following = index + 1
+    while following < len(features) and features[following]["chain_flag"] == 1:
+        accent = _accent_with(accent, morae, features[following], features[following - 1])
+        morae += int(features[following]["mora_size"])
+        following += 1
+    features[index]["acc"] = accent
+
+
+def _ends_phrase(particle: Feature) -> bool:
+    """Is this a particle after which a predicate is a phrase of its own (は も が じゃ ば と …)?"""
+    group = str(particle["pos_group1"])
+    return particle["pos"] == "助詞" and (
+        group == "係助詞"
+        or "副助詞" in group
+        or (group == "接続助詞" and particle["orig"] in ("ば", "と"))
+        or (group == "格助詞" and particle["orig"] == "が")
+    )
+
+
+def _is_predicate(word: Feature) -> bool:
+    """ない, ある, or a verb or adjective that follows another word (なる, いける, いる, いい …)."""
+    if word["pos"] == "助動詞":
+        return word["orig"] in ("ない", "ある")
+    return word["pos"] in ("動詞", "形容詞") and word["pos_group1"] == "非自立"
+
+
+def predicates_after_particles(features: list[Feature]) -> list[Feature]:
+    """ない, ある and a verb after は, も, が, じゃ, ば or と start an accent phrase of their own (in place).
+
+    OpenJTalk chains them to the particle, so 上手ではない, 行かなければならない,
+    見てはいけません have one fall or none; the particle ends a phrase and the
+    predicate is said with its own accent: …デワ | ナ↓イ, …ナケレバ | ナラ↓ナイ,
+    …テワ | イケマ↓セン.
+    """
+    for index in range(1, len(features)):
+        node = features[index]
+        if node["chain_flag"] == 1 and _is_predicate(node) and _ends_phrase(features[index - 1]):
+            start_phrase(features, index)
+    return features
+
+
 def correct(features: list[Feature]) -> list[Feature]:
     """Every correction of this module, in order."""
     features = respell_new_morae(pause_marks(features))
+    features = predicates_after_particles(features)
     return one_phrase_numbers(numerals_as_said(no_rendaku_after_durations(features)))
 
 
