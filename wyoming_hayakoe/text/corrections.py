@@ -34,7 +34,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Any
+from typing import Any, cast
+
+import pyopenjtalk
 
 Feature = dict[str, Any]
 
@@ -261,7 +263,9 @@ def start_phrase(features: list[Feature], index: int) -> None:
     The phrase before keeps its fall if the fall is within it; a fall past
     its end came from a word now cut off (ます, ない), so it is unaccented.
     The new phrase's accent is its first word's, changed by each word that
-    follows in it as OpenJTalk's chain rules change it.
+    follows in it as OpenJTalk's chain rules change it, then as
+    pyopenjtalk-plus moves a fall (off ン ー ッ; onto ま of ます after an
+    accented verb: ナリマ↓セン), as it did for every phrase it made.
     """
     start = _phrase_start(features, index)
     before = sum(int(features[i]["mora_size"]) for i in range(start, index))
@@ -270,12 +274,14 @@ def start_phrase(features: list[Feature], index: int) -> None:
     features[index]["chain_flag"] = 0
     accent = int(features[index]["acc"])
     morae = int(features[index]["mora_size"])
-    following = index + 1
-    while following < len(features) and features[following]["chain_flag"] == 1:
-        accent = _accent_with(accent, morae, features[following], features[following - 1])
-        morae += int(features[following]["mora_size"])
-        following += 1
+    end = index + 1
+    while end < len(features) and features[end]["chain_flag"] == 1:
+        accent = _accent_with(accent, morae, features[end], features[end - 1])
+        morae += int(features[end]["mora_size"])
+        end += 1
     features[index]["acc"] = accent
+    phrase = cast(Any, features[index:end])  # the same dicts: changed in place
+    pyopenjtalk.modify_acc_after_chaining(pyopenjtalk.retreat_acc_nuc(phrase))
 
 
 def _ends_phrase(particle: Feature) -> bool:
@@ -311,10 +317,52 @@ def predicates_after_particles(features: list[Feature]) -> list[Feature]:
     return features
 
 
+def light_verbs_after_case_particles(features: list[Feature]) -> list[Feature]:
+    """する after を, に or が starts an accent phrase of its own (in place).
+
+    OpenJTalk chains it to the particle (テニスをした is one phrase, falling
+    where テニス falls); a case particle ends its noun's phrase, and する is
+    said as a word of its own: テ↓ニスオ | シタ.
+    """
+    for index in range(1, len(features)):
+        node, particle = features[index], features[index - 1]
+        if (
+            node["chain_flag"] == 1
+            and node["pos"] == "動詞"
+            and node["orig"] == "する"
+            and particle["pos_group1"] == "格助詞"
+            and particle["orig"] in ("を", "に", "が")
+        ):
+            start_phrase(features, index)
+    return features
+
+
+def copula_aru(features: list[Feature]) -> list[Feature]:
+    """ある of である keeps its accent ア↓ル (in place).
+
+    OpenJTalk lets 有名である run on without a fall.  After an unaccented
+    word it falls after ア (ユーメーデア↓ル); after an accented one,
+    whose fall has already come, it starts a phrase of its own
+    (ショクミ↓ンチデ | ア↓ッタ).
+    """
+    for index in range(1, len(features)):
+        node, copula = features[index], features[index - 1]
+        if not (
+            node["chain_flag"] == 1 and node["orig"] == "ある" and copula["pos"] == "助動詞" and copula["orig"] == "だ"
+        ):
+            continue
+        start = _phrase_start(features, index)
+        if int(features[start]["acc"]):
+            start_phrase(features, index)
+        else:
+            features[start]["acc"] = sum(int(features[i]["mora_size"]) for i in range(start, index)) + 1
+    return features
+
+
 def correct(features: list[Feature]) -> list[Feature]:
     """Every correction of this module, in order."""
     features = respell_new_morae(pause_marks(features))
-    features = predicates_after_particles(features)
+    features = copula_aru(light_verbs_after_case_particles(predicates_after_particles(features)))
     return one_phrase_numbers(numerals_as_said(no_rendaku_after_durations(features)))
 
 
