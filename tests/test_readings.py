@@ -737,6 +737,9 @@ def test_a_whole_number_is_said_one_phrase_per_place(
         # ある of である keeps its fall: after ア, or in a phrase of its own after an accented word.
         ("有名である", [("ユーメーデアル", 6)]),
         ("植民地であった", [("ショクミンチデ", 3), ("アッタ", 1)]),
+        # ない before で, と, が falls on ナ, even after a verb without a fall.
+        ("しないで", [("シナイデ", 2)]), ("笑わないと", [("ワラワナイト", 4)]), ("使わないが", [("ツカワナイガ", 4)]),
+        ("見ないで", [("ミナイデ", 1)]), ("笑わない", [("ワラワナイ", 0)]),
     ],
 )  # fmt: skip
 def test_predicates_after_particles_are_phrases_of_their_own(

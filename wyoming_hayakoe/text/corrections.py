@@ -367,10 +367,39 @@ def copula_aru(features: list[Feature]) -> list[Feature]:
     return features
 
 
+#: Conjunctive particles after which an unaccented ない falls on ナ: しないで, しないと, しないが.
+_CONJUNCTIONS_AFTER_NAI = frozenset({"で", "と", "が"})
+
+
+def nai_before_conjunctions(features: list[Feature]) -> list[Feature]:
+    """ない before で, と or が in an unaccented phrase falls on ナ (in place).
+
+    OpenJTalk keeps しないで flat; said, ないで and ないと fall after ナ even
+    when the verb has no fall of its own: シナ↓イデ, ワラワナ↓イト.
+    """
+    for index in range(1, len(features) - 1):
+        node, after = features[index], features[index + 1]
+        if not (
+            node["chain_flag"] == 1
+            and node["pos"] == "助動詞"
+            and node["string"] == "ない"
+            and after["chain_flag"] == 1
+            and after["pos"] == "助詞"
+            and after["pos_group1"] == "接続助詞"
+            and after["string"] in _CONJUNCTIONS_AFTER_NAI
+        ):
+            continue
+        start = _phrase_start(features, index)
+        if int(features[start]["acc"]) == 0:
+            features[start]["acc"] = sum(int(features[i]["mora_size"]) for i in range(start, index)) + 1
+    return features
+
+
 def correct(features: list[Feature]) -> list[Feature]:
     """Every correction of this module, in order."""
     features = respell_new_morae(pause_marks(features))
     features = copula_aru(light_verbs_after_case_particles(predicates_after_particles(features)))
+    features = nai_before_conjunctions(features)
     return one_phrase_numbers(numerals_as_said(no_rendaku_after_durations(features)))
 
 
