@@ -740,6 +740,11 @@ def test_a_whole_number_is_said_one_phrase_per_place(
         # ない before で, と, が falls on ナ, even after a verb without a fall.
         ("しないで", [("シナイデ", 2)]), ("笑わないと", [("ワラワナイト", 4)]), ("使わないが", [("ツカワナイガ", 4)]),
         ("見ないで", [("ミナイデ", 1)]), ("笑わない", [("ワラワナイ", 0)]),
+        # An indefinite with も meaning "none" is flat; as a question word, or "any", it keeps its fall.
+        ("何も見えなかった", [("ナニモ", 0), ("ミエナカッタ", 2)]), ("誰にも言わないで", [("ダレニモ", 0), ("イワナイデ", 3)]),
+        ("何の進展もない", [("ナンノ", 0), ("シンテンモ", 0), ("ナイ", 1)]), ("どこにでもある", [("ドコニデモ", 0), ("アル", 1)]),
+        ("何のために", [("ナンノタメニ", 1)]), ("誰でも知っている", [("ダレデモ", 1), ("シッテイル", 0)]),
+        ("何度も", [("ナンドモ", 1)]), ("何が", [("ナニガ", 1)]),
     ],
 )  # fmt: skip
 def test_predicates_after_particles_are_phrases_of_their_own(

@@ -395,11 +395,55 @@ def nai_before_conjunctions(features: list[Feature]) -> list[Feature]:
     return features
 
 
+#: Indefinites that, with も, mean "none": 何も, 誰にも, どこにも, どちらとも.
+_INDEFINITES = frozenset({"何", "誰", "どこ", "どちら"})
+
+
+def _ends_in_mo(features: list[Feature], index: int) -> bool:
+    """Does the phrase go on from word ``index`` with case particles and then end in も (or にでも)?"""
+    particles = 0
+    while index < len(features) and features[index]["chain_flag"] == 1 and features[index]["pos_group1"] == "格助詞":
+        index += 1
+        particles += 1
+    if index >= len(features) or features[index]["chain_flag"] != 1:
+        return False
+    ends = index + 1 == len(features) or features[index + 1]["chain_flag"] != 1
+    return ends and (features[index]["string"] == "も" or (particles > 0 and features[index]["string"] == "でも"))
+
+
+def _negated_noun_follows(features: list[Feature], index: int) -> bool:
+    """Does a noun phrase with も follow word ``index`` (何の進展も, 何の役にも)?"""
+    for node in features[index:]:
+        if node["pos"] == "助詞" and node["string"] == "も":
+            return True
+        if node["pos"] not in ("名詞", "助詞", "接頭詞"):
+            return False
+    return False
+
+
+def unaccented_indefinites(features: list[Feature]) -> list[Feature]:
+    """An indefinite with も, meaning "none", is unaccented (in place).
+
+    OpenJTalk gives 何も, 誰にも, どこにも and 何の (of 何の進展もない) the fall
+    of the question words ナ↓ニ, ダ↓レ, ド↓コ; in "none" they are said flat:
+    ナニモ, ダレニモ, ドコニモ, ナンノ | シンテンモ.  誰でも, 何が, 何度も keep it.
+    """
+    for index, node in enumerate(features):
+        if node["chain_flag"] == 1:
+            continue
+        none = node["pos"] == "名詞" and node["string"] in _INDEFINITES and _ends_in_mo(features, index + 1)
+        if none or (
+            node["pos"] == "連体詞" and node["string"] == "何の" and _negated_noun_follows(features, index + 1)
+        ):
+            node["acc"] = 0
+    return features
+
+
 def correct(features: list[Feature]) -> list[Feature]:
     """Every correction of this module, in order."""
     features = respell_new_morae(pause_marks(features))
     features = copula_aru(light_verbs_after_case_particles(predicates_after_particles(features)))
-    features = nai_before_conjunctions(features)
+    features = unaccented_indefinites(nai_before_conjunctions(features))
     return one_phrase_numbers(numerals_as_said(no_rendaku_after_durations(features)))
 
 
