@@ -31,6 +31,22 @@ hayakoe's, in the tests) see the same G2P:
   OpenJTalk's phrases, one per place (千九百九十二年 セ↓ン | キュ↓ーヒャク |
   キュ↓ージュー | ニ↓ネン, 二十四時間 ニ↓ジュー | ヨジ↓カン), as hand-labelled
   speech says it.
+
+Then the accent phrases OpenJTalk chains where speech does not, and falls it
+misses (each cut made with :func:`start_phrase`, which gives both parts the
+accent they have alone):
+
+* :func:`predicates_after_particles`: ない, ある and an auxiliary verb after
+  は, も, が, じゃ, ば or と are words of their own (…デワ | ナ↓イ,
+  …ナケレバ | ナラ↓ナイ, …テワ | イケマ↓セン).
+* :func:`light_verbs_after_case_particles`: する after を, に or が
+  (テ↓ニスオ | シマ↓シタ).
+* :func:`copula_aru`: ある of である falls after ア (ユーメーデア↓ル), in a
+  phrase of its own after an accented word.
+* :func:`nai_before_conjunctions`: ないで, ないと, ないが fall after ナ
+  (シナ↓イデ).
+* :func:`unaccented_indefinites`: 何も, 誰にも, どこにも, 何の…も meaning
+  "none" are flat.
 """
 
 from __future__ import annotations
@@ -449,10 +465,16 @@ def correct(features: list[Feature]) -> list[Feature]:
 
 __all__ = [
     "NEW_MORAE",
+    "copula_aru",
     "correct",
+    "light_verbs_after_case_particles",
+    "nai_before_conjunctions",
     "numerals_as_said",
     "no_rendaku_after_durations",
     "one_phrase_numbers",
     "pause_marks",
+    "predicates_after_particles",
     "respell_new_morae",
+    "start_phrase",
+    "unaccented_indefinites",
 ]
