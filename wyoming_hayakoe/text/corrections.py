@@ -47,6 +47,8 @@ accent they have alone):
   (シナ↓イデ).
 * :func:`unaccented_indefinites`: 何も, 誰にも, どこにも, 何の…も meaning
   "none" are flat.
+* :func:`quotative_iu`: という before a noun runs on from what it quotes
+  (フ↓ルトユー | ヒト↓ガ).
 """
 
 from __future__ import annotations
@@ -455,11 +457,43 @@ def unaccented_indefinites(features: list[Feature]) -> list[Feature]:
     return features
 
 
+def _modifies_a_noun(word: Feature | None) -> bool:
+    """Is this word after という a noun of its own (言葉, 人, ニュース), not こと, の, もの or an ending?"""
+    return word is not None and word["pos"] == "名詞" and word["pos_group1"] not in ("非自立", "接尾")
+
+
+def quotative_iu(features: list[Feature]) -> list[Feature]:
+    """という before a noun joins the phrase before it; the noun starts its own (in place).
+
+    OpenJTalk makes いう a phrase of its own or the start of the noun's: フ↓ルト
+    | ユー | ヒトガ.  Said, トユー runs on from the words it quotes and the
+    noun after it is a phrase: フ↓ルトユー | ヒト↓ガ, コトバ (言葉) likewise.
+    Before こと, の, もの it is left as it is (…ト | ユーコト).
+    """
+    for index in range(1, len(features)):
+        node, quote = features[index], features[index - 1]
+        after = features[index + 1] if index + 1 < len(features) else None
+        if not (
+            node["pos"] == "動詞"
+            and node["orig"] in ("いう", "言う")
+            and node["cform"] == "基本形"
+            and quote["pos"] == "助詞"
+            and quote["string"] == "と"
+            and _modifies_a_noun(after)
+        ):
+            continue
+        if after is not None and after["chain_flag"] == 1:
+            start_phrase(features, index + 1)
+        node["chain_flag"] = 1
+    return features
+
+
 def correct(features: list[Feature]) -> list[Feature]:
     """Every correction of this module, in order."""
     features = respell_new_morae(pause_marks(features))
     features = copula_aru(light_verbs_after_case_particles(predicates_after_particles(features)))
     features = unaccented_indefinites(nai_before_conjunctions(features))
+    features = quotative_iu(features)
     return one_phrase_numbers(numerals_as_said(no_rendaku_after_durations(features)))
 
 
@@ -474,6 +508,7 @@ __all__ = [
     "one_phrase_numbers",
     "pause_marks",
     "predicates_after_particles",
+    "quotative_iu",
     "respell_new_morae",
     "start_phrase",
     "unaccented_indefinites",
