@@ -378,10 +378,11 @@ def copula_aru(features: list[Feature]) -> list[Feature]:
         ):
             continue
         start = _phrase_start(features, index)
-        if int(features[start]["acc"]):
+        before = sum(int(features[i]["mora_size"]) for i in range(start, index))
+        if 0 < int(features[start]["acc"]) <= before:  # fallen already (not at ア of あった, as OpenJTalk puts it)
             start_phrase(features, index)
         else:
-            features[start]["acc"] = sum(int(features[i]["mora_size"]) for i in range(start, index)) + 1
+            features[start]["acc"] = before + 1
     return features
 
 
