@@ -24,13 +24,12 @@ hayakoe's, in the tests) see the same G2P:
   ジュッ (十一点二 ジューイッテンニ, 八点 ハッテン), as OpenJTalk already says
   them before other counters; ッ before an h sound is said plain (五十ヘルツ
   ゴジューヘルツ), and ニー ゴー after the point short (零点三五 …サンゴ).
-* :func:`one_phrase_numbers`: a decimal number with its counter or unit is
-  one accent phrase.  OpenJTalk cuts 二十三点五度 into ニ↓ジュー | サン↓テン |
+* :func:`one_phrase_numbers`: a number with its counter or unit is one
+  accent phrase.  OpenJTalk cuts 二十三点五度 into ニ↓ジュー | サン↓テン |
   ゴ↓ド, three falls; said, it is one phrase whose pitch falls where that of
-  its last part does: ニジューサンテンゴ↓ド.  A whole number keeps
-  OpenJTalk's phrases, one per place (千九百九十二年 セ↓ン | キュ↓ーヒャク |
-  キュ↓ージュー | ニ↓ネン, 二十四時間 ニ↓ジュー | ヨジ↓カン), as hand-labelled
-  speech says it.
+  its last part does: ニジューサンテンゴ↓ド (as NHK's accent dictionary has
+  numbers with counters; JSUT's reader splits long whole numbers by place,
+  which reads like dictation, not like an answer).
 
 Then the accent phrases OpenJTalk chains where speech does not, and falls it
 misses (each cut made with :func:`start_phrase`, which gives both parts the
@@ -214,15 +213,10 @@ def _quantities(features: list[Feature]) -> list[list[int]]:
 
 
 def one_phrase_numbers(features: list[Feature]) -> list[Feature]:
-    """Each decimal number with its counter one accent phrase, falling where its last part falls (in place).
-
-    The digits after the point belong to the number before it, so they are
-    not a phrase of their own; a whole number's places are (see the module).
-    """
+    """Each number with its counter one accent phrase, falling where its last part falls (in place)."""
     for run in _quantities(features):
         starts = [index for index in run if features[index]["chain_flag"] != 1]
-        decimal = any(features[index]["string"] == _DECIMAL_POINT for index in run)
-        if not decimal or len(starts) < 2 or starts[0] != run[0]:
+        if len(starts) < 2 or starts[0] != run[0]:
             continue
         last = starts[-1]
         before = sum(int(features[index]["mora_size"]) for index in run if index < last)
