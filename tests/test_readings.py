@@ -694,9 +694,13 @@ def test_a_duration_and_the_word_after_it_are_two_phrases(reader: HomeAssistantR
     assert [kana for kana, _ in phrases_of("5日間晴れ", reader)] == ["イツカカン", "ハレ"]
 
 
-@pytest.mark.parametrize("text", ["現在の気温は23.5℃です", "12.34kWh", "1.5倍", "3.14", "気温は23℃"])
+@pytest.mark.parametrize("text", ["現在の気温は23.5℃です", "12.34kWh", "1.5倍", "3.14", "気温は23℃", "24時間営業"])
 def test_a_number_with_its_unit_is_one_phrase_with_one_fall(text: str, reader: HomeAssistantReader):
-    number = {"現在の気温は23.5℃です": "ニジューサンテンゴドデス", "気温は23℃": "ニジューサンド"}.get(text)
+    number = {
+        "現在の気温は23.5℃です": "ニジューサンテンゴドデス",
+        "気温は23℃": "ニジューサンド",
+        "24時間営業": "ニジューヨジカン",
+    }.get(text)
     phrases = phrases_of(text, reader)
     spoken = "".join(kana for kana, _ in phrases)
     if number is not None:
@@ -705,6 +709,40 @@ def test_a_number_with_its_unit_is_one_phrase_with_one_fall(text: str, reader: H
         assert len(phrases) == 1, phrases
     assert canonical(spoken) == canonical(read(text, reader))
     assert phrases_of("23.5℃", reader) == [("ニジューサンテンゴド", 8)]  # one fall, before its counter
+
+
+@pytest.mark.parametrize(
+    "text,phrases",
+    [
+        # After は, も, じゃ, ば: ない, ある, なる, いける are words of their own, with their own fall.
+        ("それは上手ではない", [("ソレワ", 0), ("ジョーズデワ", 3), ("ナイ", 1)]), ("必要はない", [("ヒツヨーワ", 0), ("ナイ", 1)]),
+        ("行かなければならない", [("イカナケレバ", 3), ("ナラナイ", 2)]),
+        ("窓を開けなければなりません", [("マドヲ", 1), ("アケナケレバ", 3), ("ナリマセン", 4)]),
+        ("ここで泳いではいけません", [("ココデ", 0), ("オヨイデワ", 2), ("イケマセン", 4)]),
+        ("理由はありません", [("リユーワ", 0), ("アリマセン", 4)]),
+        # する after を, に: a verb of its own.
+        ("テニスをしました", [("テニスヲ", 1), ("シマシタ", 2)]),
+        ("参考にする", [("サンコーニ", 0), ("スル", 0)]),
+        # ある of である keeps its fall: after ア, or in a phrase of its own after an accented word.
+        ("有名である", [("ユーメーデアル", 6)]),
+        ("植民地であった", [("ショクミンチデ", 3), ("アッタ", 1)]), ("有名であった", [("ユーメーデアッタ", 6)]),
+        # ない before で, と, が falls on ナ, even after a verb without a fall.
+        ("しないで", [("シナイデ", 2)]), ("笑わないと", [("ワラワナイト", 4)]), ("使わないが", [("ツカワナイガ", 4)]),
+        ("見ないで", [("ミナイデ", 1)]), ("笑わない", [("ワラワナイ", 0)]),
+        # An indefinite with も meaning "none" is flat; as a question word, or "any", it keeps its fall.
+        ("何も見えなかった", [("ナニモ", 0), ("ミエナカッタ", 2)]), ("誰にも言わないで", [("ダレニモ", 0), ("イワナイデ", 3)]),
+        ("何の進展もない", [("ナンノ", 0), ("シンテンモ", 0), ("ナイ", 1)]), ("どこにでもある", [("ドコニデモ", 0), ("アル", 1)]),
+        ("何のために", [("ナンノタメニ", 1)]), ("誰でも知っている", [("ダレデモ", 1), ("シッテイル", 0)]),
+        ("何度も", [("ナンドモ", 1)]), ("何が", [("ナニガ", 1)]),
+        # という before a noun runs on from what it quotes; the noun is a phrase of its own.
+        ("雨が降るという人がいる", [("アメガ", 1), ("フルトユー", 1), ("ヒトガ", 0), ("イル", 0)]),
+        ("ガチャンと言う音で", [("ガチャントユー", 2), ("オトデ", 2)]), ("知恵というものは", [("チエト", 2), ("ユーモノワ", 4)]),
+    ],
+)  # fmt: skip
+def test_predicates_after_particles_are_phrases_of_their_own(
+    text: str, phrases: list[tuple[str, int]], reader: HomeAssistantReader
+):
+    assert phrases_of(text, reader) == phrases
 
 
 @pytest.mark.parametrize("text", ["SESAMEの扉", "YOASOBIの曲", "dehumidifierが止まりました", "Chromecastで再生"])

@@ -17,7 +17,12 @@ compared with the labels:
 * phoneme and mora error rates: edit distance over the folded sequences;
 * pitch: morae (and phones) aligned with the labels' and compared high/low;
   a sentence has every accent right when its morae and all their pitches match;
-* the most frequent misses, as katakana: reference → ours.
+* the most frequent misses, as katakana: reference → ours;
+* the pitch misses of the sentences read right, by accent phrase of the
+  labels: we cut a phrase the labels run on, we run on across a boundary of
+  theirs, or, in the same phrase, we fall too early, too late, where they are
+  flat, or are flat where they fall.  ``--list-mispitched`` lists each such
+  sentence, its phrases labelled and ours, a fall marked ↓.
 
 Sentences 0001-2500 are the development half; 2501-5000 are kept back to check
 that what was tuned on the first half generalises, so the default is 1-2500.
@@ -39,6 +44,7 @@ from wyoming_hayakoe.engine.engine import plan_text
 from wyoming_hayakoe.text import Frontend, UnpronounceableText
 from wyoming_hayakoe.text.hayakoe.g2p import _accent_phones
 from wyoming_hayakoe.text.hayakoe.mora import MORA_TO_PHONEMES
+from wyoming_hayakoe.text.hayakoe.phrases import accent_phrases
 from wyoming_hayakoe.text.hayakoe.symbols import JP_TONE_OFFSET, PAD, PUNCTUATION_SET
 from wyoming_hayakoe.text.rewrite import HomeAssistantReader
 
@@ -116,27 +122,37 @@ def fold(morae: Sequence[str]) -> list[str]:
     return out
 
 
-def labelled(stream: str) -> list[tuple[str, int]]:
-    """The corpus's phonemes with their 0/1 pitch, derived from its marks as the frontend derives ours."""
+def labelled(stream: str) -> tuple[list[tuple[str, int]], list[int]]:
+    """The corpus's phonemes with their 0/1 pitch, derived from its marks as the frontend derives ours;
+    and how many morae each of its accent phrases has."""
     # "?" marks a question (before the end or a pause): intonation, not pitch accent.
     symbols = [s if s in ("N", "cl") else s.lower() for s in stream.split("-") if s != "?"]
-    return [(phone, tone) for phone, tone in _accent_phones(symbols)]
+    sizes = [0]
+    for symbol in symbols:
+        if symbol in ("#", "_") and sizes[-1]:
+            sizes.append(0)
+        elif symbol in _MORA_ENDS or symbol == "cl":
+            sizes[-1] += 1
+    return list(_accent_phones(symbols)), [size for size in sizes if size]
 
 
-def ours(frontend: Frontend, reader: HomeAssistantReader, text: str) -> tuple[list[tuple[str, int]], int]:
-    """Our phones with pitch for ``text`` along the request's path; and how many of its sentences could not be read."""
+def ours(frontend: Frontend, reader: HomeAssistantReader, text: str) -> tuple[list[tuple[str, int]], list[int], int]:
+    """Our phones with pitch for ``text`` along the request's path, the mora count of each of our accent
+    phrases (as the page shows them), and how many of its sentences could not be read."""
     pairs: list[tuple[str, int]] = []
+    sizes: list[int] = []
     unreadable = 0
     for sentence in plan_text(reader, text).sentences:
         try:
             phonemes = frontend.phonemize(sentence)
+            sizes += [len(phrase.morae) for phrase in accent_phrases(frontend.normalize(sentence))]
         except UnpronounceableText:
             unreadable += 1
             continue
         for phone, tone in zip(phonemes.phones, phonemes.tones.tolist()):
             if phone != PAD and phone not in PUNCTUATION_SET:
                 pairs.append((phone.lower() if phone in "AIUEO" else phone, tone - JP_TONE_OFFSET))
-    return pairs, unreadable
+    return pairs, sizes, unreadable
 
 
 def _kana_table() -> dict[str, str]:
@@ -192,8 +208,17 @@ class Tally:
     reading_misses: Counter[tuple[str, str]] = field(default_factory=Counter)
     pitch_misses: Counter[str] = field(default_factory=Counter)
     missed: list[tuple[int, str, str, str]] = field(default_factory=list)
+    mispitched: list[tuple[int, str, str, str]] = field(default_factory=list)
 
-    def add(self, number: int, text: str, reference: list[tuple[str, int]], got: list[tuple[str, int]]) -> None:
+    def add(
+        self,
+        number: int,
+        text: str,
+        reference: list[tuple[str, int]],
+        got: list[tuple[str, int]],
+        phrase_sizes: tuple[list[int], list[int]] = ([], []),
+    ) -> None:
+        """One sentence: labelled and our phones with pitch, and the mora counts of the labelled and our phrases."""
         self.sentences += 1
         ref_morae, got_morae = morae_of(reference), morae_of(got)
         ref_folded, got_folded = fold([m for m, _ in ref_morae]), fold([m for m, _ in got_morae])
@@ -215,7 +240,12 @@ class Tally:
         if ref_morae == got_morae:
             self.all_pitch_right += 1
         elif [m for m, _ in ref_morae] == [m for m, _ in got_morae]:
-            self.pitch_misses[_pitch_kind(ref_morae, got_morae)] += 1
+            ref_sizes, got_sizes = phrase_sizes
+            if sum(ref_sizes) == sum(got_sizes) == len(ref_morae):
+                self.pitch_misses.update(_phrase_misses(ref_morae, got_morae, ref_sizes, got_sizes))
+                self.mispitched.append((number, text, _render(ref_morae, ref_sizes), _render(got_morae, got_sizes)))
+            else:
+                self.pitch_misses["phrases not comparable"] += 1
 
     def _note_reading_misses(self, reference: list[str], got: list[str]) -> None:
         matcher = SequenceMatcher(None, reference, got, autojunk=False)
@@ -241,20 +271,63 @@ class Tally:
         if misses:
             lines.append("\nmost frequent reading misses (labelled → ours):")
             lines += [f"  {n:4d}  {a} → {b}" for (a, b), n in self.reading_misses.most_common(misses)]
-            lines.append("\npitch misses in sentences read right, by kind:")
+            lines.append("\nlabelled accent phrases with a pitch miss, in sentences read right, by kind:")
             lines += [f"  {n:4d}  {kind}" for kind, n in self.pitch_misses.most_common()]
         return "\n".join(lines)
 
 
-def _pitch_kind(reference: Sequence[Mora], got: Sequence[Mora]) -> str:
-    """What kind of pitch miss: where the first differing mora is, relative to the labelled pitch."""
-    for index, ((_, want), (_, have)) in enumerate(zip(reference, got)):
-        if want != have:
-            starts_phrase = index == 0 or (reference[index - 1][1] == 0 and want == 1 and index == 1)
-            if index == 0 or starts_phrase:
-                return "first mora of a phrase"
-            return "falls too early" if want == 1 else "falls too late, or no fall"
-    return "other"
+def _spans(sizes: Sequence[int]) -> list[tuple[int, int]]:
+    """(first, end) mora index of each phrase, from the phrases' mora counts."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for size in sizes:
+        spans.append((start, start + size))
+        start += size
+    return spans
+
+
+def _accent(morae: Sequence[Mora]) -> int:
+    """The mora after which a phrase's pitch falls (1-based); 0 if it does not fall."""
+    for index in range(len(morae) - 1):
+        if morae[index][1] > morae[index + 1][1]:
+            return index + 1
+    return 0
+
+
+def _phrase_misses(
+    reference: Sequence[Mora], got: Sequence[Mora], ref_sizes: Sequence[int], got_sizes: Sequence[int]
+) -> list[str]:
+    """What went wrong in each labelled accent phrase whose pitch we miss (same morae on both sides)."""
+    got_starts = {start for start, _ in _spans(got_sizes)} | {len(got)}
+    kinds: list[str] = []
+    for start, end in _spans(ref_sizes):
+        if reference[start:end] == got[start:end]:
+            continue
+        if any(start < boundary < end for boundary in got_starts):
+            kinds.append("we cut a phrase the labels run on")
+        elif start not in got_starts or end not in got_starts:
+            kinds.append("we run on across a phrase boundary of the labels")
+        else:
+            want, have = _accent(reference[start:end]), _accent(got[start:end])
+            if not want:
+                kinds.append("we fall where the labels are flat")
+            elif not have:
+                kinds.append("we are flat where the labels fall")
+            else:
+                kinds.append("we fall too early" if have < want else "we fall too late")
+    return kinds
+
+
+def _render(morae: Sequence[Mora], sizes: Sequence[int]) -> str:
+    """Accent phrases as katakana, ↓ after the mora the pitch falls from, | between phrases."""
+    phrases = []
+    for start, end in _spans(sizes):
+        spelled = [kana([mora]) for mora, _ in morae[start:end]]
+        accent = _accent(morae[start:end])
+        if accent:
+            spelled[accent - 1] += "↓"
+        phrases.append("".join(spelled))
+    return " | ".join(phrases)
 
 
 def parse_range(text: str) -> tuple[int, int]:
@@ -275,15 +348,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--misses", type=int, default=25, help="how many of the most frequent misses to list")
     parser.add_argument("--list-misread", action="store_true", help="also list every sentence read wrongly")
+    parser.add_argument(
+        "--list-mispitched",
+        action="store_true",
+        help="also list every sentence read right with a pitch miss, phrase by phrase",
+    )
     args = parser.parse_args(argv)
     first, last = args.sentences
     tally = Tally()
     frontend = Frontend(_CharacterTokenizer(), add_blank=False)
     reader = HomeAssistantReader()
     for number, text, stream in read_corpus(args.corpus, first, last):
-        got, unreadable = ours(frontend, reader, text)
+        got, got_sizes, unreadable = ours(frontend, reader, text)
+        reference, ref_sizes = labelled(stream)
         tally.unreadable += unreadable
-        tally.add(number, text, labelled(stream), got)
+        tally.add(number, text, reference, got, (ref_sizes, got_sizes))
     if not tally.sentences:
         print(f"no sentences {first}-{last} in {args.corpus}", file=sys.stderr)
         return 1
@@ -292,6 +371,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.list_misread:
         print("\nread wrongly (labelled / ours):")
         for number, text, want, have in tally.missed:
+            print(f"  {number:04d} {text}\n       {want}\n       {have}")
+    if args.list_mispitched:
+        print("\nread right, pitched wrongly (labelled / ours):")
+        for number, text, want, have in tally.mispitched:
             print(f"  {number:04d} {text}\n       {want}\n       {have}")
     return 0
 

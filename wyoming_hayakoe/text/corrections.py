@@ -27,14 +27,36 @@ hayakoe's, in the tests) see the same G2P:
 * :func:`one_phrase_numbers`: a number with its counter or unit is one
   accent phrase.  OpenJTalk cuts 二十三点五度 into ニ↓ジュー | サン↓テン |
   ゴ↓ド, three falls; said, it is one phrase whose pitch falls where that of
-  its last part does: ニジューサンテンゴ↓ド.
+  its last part does: ニジューサンテンゴ↓ド (as NHK's accent dictionary has
+  numbers with counters; JSUT's reader splits long whole numbers by place,
+  which reads like dictation, not like an answer).
+
+Then the accent phrases OpenJTalk chains where speech does not, and falls it
+misses (each cut made with :func:`start_phrase`, which gives both parts the
+accent they have alone):
+
+* :func:`predicates_after_particles`: ない, ある and an auxiliary verb after
+  は, も, が, じゃ, ば or と are words of their own (…デワ | ナ↓イ,
+  …ナケレバ | ナラ↓ナイ, …テワ | イケマ↓セン).
+* :func:`light_verbs_after_case_particles`: する after を, に or が
+  (テ↓ニスオ | シマ↓シタ).
+* :func:`copula_aru`: ある of である falls after ア (ユーメーデア↓ル), in a
+  phrase of its own after an accented word.
+* :func:`nai_before_conjunctions`: ないで, ないと, ないが fall after ナ
+  (シナ↓イデ).
+* :func:`unaccented_indefinites`: 何も, 誰にも, どこにも, 何の…も meaning
+  "none" are flat.
+* :func:`quotative_iu`: という before a noun runs on from what it quotes
+  (フ↓ルトユー | ヒト↓ガ).
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Any
+from typing import Any, cast
+
+import pyopenjtalk
 
 Feature = dict[str, Any]
 
@@ -205,18 +227,284 @@ def one_phrase_numbers(features: list[Feature]) -> list[Feature]:
     return features
 
 
+def _phrase_start(features: list[Feature], index: int) -> int:
+    """Index of the first word of the accent phrase word ``index`` is in."""
+    while index > 0 and features[index]["chain_flag"] == 1:
+        index -= 1
+    return index
+
+
+def _chain_rule(rule: str, previous_pos: str) -> tuple[str, int]:
+    """The accent rule a word applies after a word of ``previous_pos``, and its offset.
+
+    OpenJTalk's rules read ``動詞%F2@1/助詞%F2@1``: per part of speech of the
+    word before, a rule and a mora offset; a part without ``%`` applies after
+    any word; ``*`` (or none found) leaves the phrase's accent alone.
+    """
+    for part in rule.split("/"):
+        pos, _, named = part.rpartition("%")
+        if pos and pos not in previous_pos:
+            continue
+        name, _, offset = named.partition("@")
+        return name, int(offset) if offset.lstrip("-").isdigit() else 0
+    return "*", 0
+
+
+def _accent_with(accent: int, morae: int, word: Feature, previous: Feature) -> int:
+    """A phrase's accent after ``word`` joins it (``morae`` before it), by the word's chain rule.
+
+    F rules are those of ancillary words (F2: an unaccented phrase falls
+    ``offset`` morae into the word; F3 an accented one; F4: either; F5: the
+    phrase loses its fall); C and P rules, those of compound parts, move the
+    fall to the word's own accent (C1, P1, P14), its first mora (C2), the mora
+    before it (C3) or take it away (C4, P6).
+    """
+    name, offset = _chain_rule(str(word["chain_rule"]), str(previous["pos"]))
+    own = int(word["acc"])
+    moved = {
+        "F2": morae + offset if accent == 0 else accent,
+        "F3": morae + offset if accent != 0 else accent,
+        "F4": morae + offset,
+        "F5": 0,
+        "C1": morae + own,
+        "C2": morae + 1,
+        "C3": morae,
+        "C4": 0,
+        "P1": morae + own if own else 0,
+        "P6": 0,
+        "P14": morae + own if own else accent,
+    }
+    return moved.get(name, accent)
+
+
+def start_phrase(features: list[Feature], index: int) -> None:
+    """Cut the accent phrase before word ``index``: each part gets the accent it has alone (in place).
+
+    The phrase before keeps its fall if the fall is within it; a fall past
+    its end came from a word now cut off (ます, ない), so it is unaccented.
+    The new phrase's accent is its first word's, changed by each word that
+    follows in it as OpenJTalk's chain rules change it, then as
+    pyopenjtalk-plus moves a fall (off ン ー ッ; onto ま of ます after an
+    accented verb: ナリマ↓セン), as it did for every phrase it made.
+    """
+    start = _phrase_start(features, index)
+    before = sum(int(features[i]["mora_size"]) for i in range(start, index))
+    if int(features[start]["acc"]) > before:
+        features[start]["acc"] = 0
+    features[index]["chain_flag"] = 0
+    accent = int(features[index]["acc"])
+    morae = int(features[index]["mora_size"])
+    end = index + 1
+    while end < len(features) and features[end]["chain_flag"] == 1:
+        accent = _accent_with(accent, morae, features[end], features[end - 1])
+        morae += int(features[end]["mora_size"])
+        end += 1
+    features[index]["acc"] = accent
+    phrase = cast(Any, features[index:end])  # the same dicts: changed in place
+    pyopenjtalk.modify_acc_after_chaining(pyopenjtalk.retreat_acc_nuc(phrase))
+
+
+def _ends_phrase(particle: Feature) -> bool:
+    """Is this a particle after which a predicate is a phrase of its own (は も が じゃ ば と …)?"""
+    group = str(particle["pos_group1"])
+    return particle["pos"] == "助詞" and (
+        group == "係助詞"
+        or "副助詞" in group
+        or (group == "接続助詞" and particle["orig"] in ("ば", "と"))
+        or (group == "格助詞" and particle["orig"] == "が")
+    )
+
+
+def _is_predicate(word: Feature) -> bool:
+    """ない, ある, or a verb or adjective that follows another word (なる, いける, いる, いい …)."""
+    if word["pos"] == "助動詞":
+        return word["orig"] in ("ない", "ある")
+    return word["pos"] in ("動詞", "形容詞") and word["pos_group1"] == "非自立"
+
+
+def predicates_after_particles(features: list[Feature]) -> list[Feature]:
+    """ない, ある and a verb after は, も, が, じゃ, ば or と start an accent phrase of their own (in place).
+
+    OpenJTalk chains them to the particle, so 上手ではない, 行かなければならない,
+    見てはいけません have one fall or none; the particle ends a phrase and the
+    predicate is said with its own accent: …デワ | ナ↓イ, …ナケレバ | ナラ↓ナイ,
+    …テワ | イケマ↓セン.
+    """
+    for index in range(1, len(features)):
+        node = features[index]
+        if node["chain_flag"] == 1 and _is_predicate(node) and _ends_phrase(features[index - 1]):
+            start_phrase(features, index)
+    return features
+
+
+def light_verbs_after_case_particles(features: list[Feature]) -> list[Feature]:
+    """する after を, に or が starts an accent phrase of its own (in place).
+
+    OpenJTalk chains it to the particle (テニスをした is one phrase, falling
+    where テニス falls); a case particle ends its noun's phrase, and する is
+    said as a word of its own: テ↓ニスオ | シタ.
+    """
+    for index in range(1, len(features)):
+        node, particle = features[index], features[index - 1]
+        if (
+            node["chain_flag"] == 1
+            and node["pos"] == "動詞"
+            and node["orig"] == "する"
+            and particle["pos_group1"] == "格助詞"
+            and particle["orig"] in ("を", "に", "が")
+        ):
+            start_phrase(features, index)
+    return features
+
+
+def copula_aru(features: list[Feature]) -> list[Feature]:
+    """ある of である keeps its accent ア↓ル (in place).
+
+    OpenJTalk lets 有名である run on without a fall.  After an unaccented
+    word it falls after ア (ユーメーデア↓ル); after an accented one,
+    whose fall has already come, it starts a phrase of its own
+    (ショクミ↓ンチデ | ア↓ッタ).
+    """
+    for index in range(1, len(features)):
+        node, copula = features[index], features[index - 1]
+        if not (
+            node["chain_flag"] == 1 and node["orig"] == "ある" and copula["pos"] == "助動詞" and copula["orig"] == "だ"
+        ):
+            continue
+        start = _phrase_start(features, index)
+        before = sum(int(features[i]["mora_size"]) for i in range(start, index))
+        if 0 < int(features[start]["acc"]) <= before:  # fallen already (not at ア of あった, as OpenJTalk puts it)
+            start_phrase(features, index)
+        else:
+            features[start]["acc"] = before + 1
+    return features
+
+
+#: Conjunctive particles after which an unaccented ない falls on ナ: しないで, しないと, しないが.
+_CONJUNCTIONS_AFTER_NAI = frozenset({"で", "と", "が"})
+
+
+def nai_before_conjunctions(features: list[Feature]) -> list[Feature]:
+    """ない before で, と or が in an unaccented phrase falls on ナ (in place).
+
+    OpenJTalk keeps しないで flat; said, ないで and ないと fall after ナ even
+    when the verb has no fall of its own: シナ↓イデ, ワラワナ↓イト.
+    """
+    for index in range(1, len(features) - 1):
+        node, after = features[index], features[index + 1]
+        if not (
+            node["chain_flag"] == 1
+            and node["pos"] == "助動詞"
+            and node["string"] == "ない"
+            and after["chain_flag"] == 1
+            and after["pos"] == "助詞"
+            and after["pos_group1"] == "接続助詞"
+            and after["string"] in _CONJUNCTIONS_AFTER_NAI
+        ):
+            continue
+        start = _phrase_start(features, index)
+        if int(features[start]["acc"]) == 0:
+            features[start]["acc"] = sum(int(features[i]["mora_size"]) for i in range(start, index)) + 1
+    return features
+
+
+#: Indefinites that, with も, mean "none": 何も, 誰にも, どこにも, どちらとも.
+_INDEFINITES = frozenset({"何", "誰", "どこ", "どちら"})
+
+
+def _ends_in_mo(features: list[Feature], index: int) -> bool:
+    """Does the phrase go on from word ``index`` with case particles and then end in も (or にでも)?"""
+    particles = 0
+    while index < len(features) and features[index]["chain_flag"] == 1 and features[index]["pos_group1"] == "格助詞":
+        index += 1
+        particles += 1
+    if index >= len(features) or features[index]["chain_flag"] != 1:
+        return False
+    ends = index + 1 == len(features) or features[index + 1]["chain_flag"] != 1
+    return ends and (features[index]["string"] == "も" or (particles > 0 and features[index]["string"] == "でも"))
+
+
+def _negated_noun_follows(features: list[Feature], index: int) -> bool:
+    """Does a noun phrase with も follow word ``index`` (何の進展も, 何の役にも)?"""
+    for node in features[index:]:
+        if node["pos"] == "助詞" and node["string"] == "も":
+            return True
+        if node["pos"] not in ("名詞", "助詞", "接頭詞"):
+            return False
+    return False
+
+
+def unaccented_indefinites(features: list[Feature]) -> list[Feature]:
+    """An indefinite with も, meaning "none", is unaccented (in place).
+
+    OpenJTalk gives 何も, 誰にも, どこにも and 何の (of 何の進展もない) the fall
+    of the question words ナ↓ニ, ダ↓レ, ド↓コ; in "none" they are said flat:
+    ナニモ, ダレニモ, ドコニモ, ナンノ | シンテンモ.  誰でも, 何が, 何度も keep it.
+    """
+    for index, node in enumerate(features):
+        if node["chain_flag"] == 1:
+            continue
+        none = node["pos"] == "名詞" and node["string"] in _INDEFINITES and _ends_in_mo(features, index + 1)
+        if none or (
+            node["pos"] == "連体詞" and node["string"] == "何の" and _negated_noun_follows(features, index + 1)
+        ):
+            node["acc"] = 0
+    return features
+
+
+def _modifies_a_noun(word: Feature | None) -> bool:
+    """Is this word after という a noun of its own (言葉, 人, ニュース), not こと, の, もの or an ending?"""
+    return word is not None and word["pos"] == "名詞" and word["pos_group1"] not in ("非自立", "接尾")
+
+
+def quotative_iu(features: list[Feature]) -> list[Feature]:
+    """という before a noun joins the phrase before it; the noun starts its own (in place).
+
+    OpenJTalk makes いう a phrase of its own or the start of the noun's: フ↓ルト
+    | ユー | ヒトガ.  Said, トユー runs on from the words it quotes and the
+    noun after it is a phrase: フ↓ルトユー | ヒト↓ガ, コトバ (言葉) likewise.
+    Before こと, の, もの it is left as it is (…ト | ユーコト).
+    """
+    for index in range(1, len(features)):
+        node, quote = features[index], features[index - 1]
+        after = features[index + 1] if index + 1 < len(features) else None
+        if not (
+            node["pos"] == "動詞"
+            and node["orig"] in ("いう", "言う")
+            and node["cform"] == "基本形"
+            and quote["pos"] == "助詞"
+            and quote["string"] == "と"
+            and _modifies_a_noun(after)
+        ):
+            continue
+        if after is not None and after["chain_flag"] == 1:
+            start_phrase(features, index + 1)
+        node["chain_flag"] = 1
+    return features
+
+
 def correct(features: list[Feature]) -> list[Feature]:
     """Every correction of this module, in order."""
     features = respell_new_morae(pause_marks(features))
+    features = copula_aru(light_verbs_after_case_particles(predicates_after_particles(features)))
+    features = unaccented_indefinites(nai_before_conjunctions(features))
+    features = quotative_iu(features)
     return one_phrase_numbers(numerals_as_said(no_rendaku_after_durations(features)))
 
 
 __all__ = [
     "NEW_MORAE",
+    "copula_aru",
     "correct",
+    "light_verbs_after_case_particles",
+    "nai_before_conjunctions",
     "numerals_as_said",
     "no_rendaku_after_durations",
     "one_phrase_numbers",
     "pause_marks",
+    "predicates_after_particles",
+    "quotative_iu",
     "respell_new_morae",
+    "start_phrase",
+    "unaccented_indefinites",
 ]
