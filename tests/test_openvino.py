@@ -17,7 +17,7 @@ import pytest
 
 from wyoming_hayakoe.engine.engine import Engine
 from wyoming_hayakoe.engine.settings import SynthesisSettings
-from wyoming_hayakoe.engine.speech import synthesize
+from wyoming_hayakoe.engine.speech import synthesize, warm_up
 from wyoming_hayakoe.runtime import cache as cache_module
 from wyoming_hayakoe.runtime import measure, optimize
 from wyoming_hayakoe.runtime.cache import (
@@ -395,3 +395,32 @@ def test_a_decoder_that_cannot_stream_stays_on_onnxruntime_and_nothing_is_measur
     choice = engine.voice(VOICE).runtimes["decoder"]
     assert choice.label == "onnxruntime f32" and "slices of varying length" in choice.note and not choice.seconds
     assert not list((tmp_path / "cache").glob("*/*.xml"))  # never converted for OpenVINO
+
+
+def test_a_measured_voice_starts_knowing_its_decoding_speed_and_needs_no_warm_up(
+    standin_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """The speed the cache measured paces the first request of a warm start (a Raspberry Pi slower than
+    playback holds its first sentence back), so the start does not speak a warm-up sentence to learn it."""
+    cache = tmp_path / "cache"
+    measured = load_measured([standin_dir], voices=[VOICE], cache_dir=cache).voice(VOICE)
+    choice = measured.runtimes["decoder"]
+    assert choice.frames == measure.DECODER_FRAMES and choice.seconds_per_frame()
+    speed = choice.seconds[choice.label] / choice.frames * measured.sample_rate / measured.config.hop_length
+
+    engine = Engine.load([standin_dir], voices=[VOICE], cache_dir=cache)  # a warm start
+    voice = engine.voice(VOICE)
+    assert voice.decode_factor == pytest.approx(speed)
+    spoken: list[str] = []
+    render = voice.render
+    monkeypatch.setattr(voice, "render", lambda *args, **kwargs: spoken.append("run") or render(*args, **kwargs))
+    warm_up(engine)
+    assert spoken == []
+
+    forced = Engine.load([standin_dir], voices=[VOICE], cache_dir=cache, backend="onnxruntime")  # timed by nothing
+    other = forced.voice(VOICE)
+    assert other.decode_factor is None and other.cold
+    own = other.render
+    monkeypatch.setattr(other, "render", lambda *args, **kwargs: spoken.append("run") or own(*args, **kwargs))
+    warm_up(forced)
+    assert spoken and other.decode_factor is not None  # its warm-up measured it

@@ -162,7 +162,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="VOICE",
         help="Serve only these voices plus --voice (repeatable; downloaded if missing). Default: every installed voice",
     )
-    voices.add_argument("--no-warmup", action="store_true", help="Skip the warm-up synthesis at startup")
+    voices.add_argument(
+        "--no-warmup",
+        action="store_true",
+        help="Skip the warm-up synthesis at startup (made only for a voice whose decoding speed is not yet known)",
+    )
     voices.add_argument(
         "--dictionary",
         type=Path,

@@ -263,10 +263,14 @@ def synthesize(
 
 
 def warm_up(engine: Engine) -> None:
-    """Run every voice that has not run yet once, so ONNX Runtime's lazy initialisation happens before
-    the first request (a first start has already run each voice to measure its level)."""
+    """Run once every voice whose decoding speed is not known yet: the first request's pacing needs it.
+
+    A runtime the cache measured comes with its speed, and a first start has
+    already run each voice to measure its level; the lazy initialisation a
+    run pays beside it is some 20 ms on the first request (full-size stand-in).
+    """
     for voice in engine.voices.values():
-        if not voice.cold:
+        if voice.decode_factor is not None or not voice.cold:
             continue
         for _ in synthesize(engine, "準備。完了", voice.name, SynthesisSettings(style=voice.styles[0])):
             pass

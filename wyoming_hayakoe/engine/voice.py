@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..runtime import loading
-from ..runtime.cache import ModelCache, PreparedModel, RuntimeChoice, RuntimeRequest
+from ..runtime.cache import DECODER, ModelCache, PreparedModel, RuntimeChoice, RuntimeRequest
 from ..runtime.models import StreamingDecoder, SynthesisInputs, VoiceModels
 from ..store import STYLE_VECTORS_FILE, VOICE_CONFIG_FILE, AivmxVoice, VoiceFiles, voice_license
 from ..text import Frontend, Phonemes
@@ -173,10 +173,11 @@ class Voice:
         self.frontend = frontend
         self.models = models
         self.gain = 1.0  # brings the voice to hayakoe's loudness; decided at preparation (loudness.py)
-        self.decode_factor: float | None = None  # decoding seconds per second of audio decoded, smoothed
         self._decoder_cold = True  # its first run includes ONNX Runtime's lazy initialisation
         self.runtimes = runtimes or {}
         self.entry = entry
+        # Decoding seconds per second of audio decoded, smoothed; from the start, where the cache timed it.
+        self.decode_factor: float | None = self.measured_decode_factor()
 
     @classmethod
     def load(
@@ -391,6 +392,12 @@ class Voice:
             return
         factor = seconds * self.sample_rate / samples
         self.decode_factor = factor if self.decode_factor is None else 0.7 * self.decode_factor + 0.3 * factor
+
+    def measured_decode_factor(self) -> float | None:
+        """The decoder's speed as its runtime was measured on this machine (runtime/measure.py), if it was."""
+        choice = self.runtimes.get(DECODER)
+        per_frame = choice.seconds_per_frame() if choice else None
+        return per_frame * self.sample_rate / self.config.hop_length if per_frame else None
 
     @property
     def cold(self) -> bool:

@@ -176,6 +176,7 @@ class Part:
     ort_model: Path
     graph: bytes  # before ONNX Runtime's optimization (its fused ops are its own)
     work: str  # what one pass is, for the log
+    frames: int  # the frames of audio one pass makes
     run: Callable[[Session], Outputs]
     states: dict[str, str]  # a step model's states, which OpenVINO keeps inside (see openvino.py)
 
@@ -320,6 +321,7 @@ class Measurer:
             failed=failed,
             work=part.work,
             note=note,
+            frames=part.frames,
         )
         file = part.ort_model.name if chosen == ORT_F32 else f"{part.key}.xml"
         return choice, file, unused
@@ -378,6 +380,7 @@ def measure_step_model(
         entry / f"{DECODER_STEP}.onnx",
         graph,
         f"{DECODER_FRAMES} frames ({spec.runs(DECODER_FRAMES)} runs of {spec.chunk_frames})",
+        DECODER_FRAMES,
         lambda session: (decode_streaming(session, spec, z, g),),
         spec.state_pairs(),
     )
