@@ -405,7 +405,9 @@ def test_a_measured_voice_starts_knowing_its_decoding_speed_and_needs_no_warm_up
     cache = tmp_path / "cache"
     measured = load_measured([standin_dir], voices=[VOICE], cache_dir=cache).voice(VOICE)
     choice = measured.runtimes["decoder"]
-    assert choice.frames == measure.DECODER_FRAMES and choice.seconds_per_frame()
+    spec = measured.entry.stream if measured.entry else None
+    assert spec is not None and choice.seconds_per_frame()
+    assert choice.frames == spec.runs(measure.DECODER_FRAMES) * spec.chunk_frames  # decoded, padding included
     speed = choice.seconds[choice.label] / choice.frames * measured.sample_rate / measured.config.hop_length
 
     engine = Engine.load([standin_dir], voices=[VOICE], cache_dir=cache)  # a warm start

@@ -394,7 +394,8 @@ class Voice:
         self.decode_factor = factor if self.decode_factor is None else 0.7 * self.decode_factor + 0.3 * factor
 
     def measured_decode_factor(self) -> float | None:
-        """The decoder's speed as its runtime was measured on this machine (runtime/measure.py), if it was."""
+        """The decoder's speed as its runtime was measured on this machine (runtime/measure.py), if it was:
+        seconds per second of audio decoded, as `_measure_decoding` learns it from each run."""
         choice = self.runtimes.get(DECODER)
         per_frame = choice.seconds_per_frame() if choice else None
         return per_frame * self.sample_rate / self.config.hop_length if per_frame else None

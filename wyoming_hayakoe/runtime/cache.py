@@ -131,14 +131,14 @@ class RuntimeChoice:
     failed: dict[str, str] = field(default_factory=dict)  # candidates not chosen because a check failed
     work: str = ""  # what was timed, e.g. "100 frames"
     note: str = ""  # e.g. why OpenVINO was not considered
-    frames: int = 0  # the frames of audio `work` made (0: not timed per frame)
+    frames: int = 0  # the frames `work` decoded, padding included (0: not timed per frame)
 
     @property
     def label(self) -> str:
         return f"{self.backend} {self.precision}"
 
     def seconds_per_frame(self) -> float | None:
-        """The chosen runtime's measured time per frame of audio, where it was timed so."""
+        """The chosen runtime's measured time per frame decoded, where it was timed so."""
         seconds = self.seconds.get(self.label)
         return seconds / self.frames if seconds is not None and self.frames else None
 

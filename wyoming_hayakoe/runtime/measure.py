@@ -176,7 +176,7 @@ class Part:
     ort_model: Path
     graph: bytes  # before ONNX Runtime's optimization (its fused ops are its own)
     work: str  # what one pass is, for the log
-    frames: int  # the frames of audio one pass makes
+    frames: int  # the frames one pass decodes, padding included (a step model's runs decode whole chunks)
     run: Callable[[Session], Outputs]
     states: dict[str, str]  # a step model's states, which OpenVINO keeps inside (see openvino.py)
 
@@ -380,7 +380,7 @@ def measure_step_model(
         entry / f"{DECODER_STEP}.onnx",
         graph,
         f"{DECODER_FRAMES} frames ({spec.runs(DECODER_FRAMES)} runs of {spec.chunk_frames})",
-        DECODER_FRAMES,
+        spec.runs(DECODER_FRAMES) * spec.chunk_frames,
         lambda session: (decode_streaming(session, spec, z, g),),
         spec.state_pairs(),
     )
