@@ -132,7 +132,7 @@ class OrtStreamingDecoder(_OnSession):
 
     The states go in and out with each run, unless the session keeps them (`KeepsStates`)."""
 
-    def __init__(self, session: Session | KeepsStates, spec: StreamSpec) -> None:
+    def __init__(self, session: Session, spec: StreamSpec) -> None:
         super().__init__(session)
         self.spec = spec
         self._keeper = session if isinstance(session, KeepsStates) else None
