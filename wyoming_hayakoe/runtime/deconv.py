@@ -4,11 +4,15 @@ OpenVINO's ARM CPU plugin computes a 1-D ConvTranspose wrongly (it
 decomposes it into a convolution without reversing the kernel in time: the
 HiFi-GAN decoder's audio came out at 0.6 dB SNR), while its 2-D
 ConvTranspose is right. Unsqueeze -> 2-D ConvTranspose -> Squeeze is the
-same arithmetic on every CPU. Runs in the cache's child process only (it
+same arithmetic on every CPU, but not the same speed: on x86 the 2-D one
+takes a slower kernel (a step model's upsampling three times as long at
+bf16), so only other CPUs get it. Runs in the cache's child process only (it
 imports `onnx`).
 """
 
 from __future__ import annotations
+
+import platform
 
 import numpy as np
 import onnx
@@ -47,6 +51,11 @@ def _is_1d(node: onnx.NodeProto, initializers: dict[str, onnx.TensorProto]) -> b
     kernel = next((list(a.ints) for a in node.attribute if a.name == "kernel_shape"), None)
     weight = initializers.get(node.input[1])
     return (kernel is not None and len(kernel) == 1) or (weight is not None and len(weight.dims) == 3)
+
+
+def conv_transposes_need_widening(machine: str | None = None) -> bool:
+    """Whether OpenVINO's plugin for this CPU (`platform.machine()`) gets the 2-D rewrite: all but x86."""
+    return (machine or platform.machine()).lower() not in ("x86_64", "amd64", "i386", "i686")
 
 
 def widen_conv_transposes(model: onnx.ModelProto) -> int:

@@ -75,7 +75,7 @@ from .cache import (
     openvino_version,
     write_manifest,
 )
-from .deconv import widen_conv_transposes
+from .deconv import conv_transposes_need_widening, widen_conv_transposes
 from .models import SynthesisInputs
 from .ort import OrtFront, Session, decode_streaming, open_session
 
@@ -279,7 +279,8 @@ class Measurer:
 
             self.steps(f"converting {part.key} for openvino", new_step=False)
             graph = onnx.load_from_string(part.graph)
-            widen_conv_transposes(graph)
+            if conv_transposes_need_widening():
+                widen_conv_transposes(graph)
             try:
                 save_ir(graph.SerializeToString(), ir)
             except Exception as err:  # OpenVINO refuses the graph: ONNX Runtime runs it

@@ -10,10 +10,11 @@ cached convolutions (Caillon & Esling 2022):
 - makes each Conv causal: the last (k-1)·d input samples of the previous
   run are kept as state and put before the chunk; the conv runs without
   time padding and its output is delayed by its right padding;
-- overlaps and adds each ConvTranspose: the k-u samples it spills past the
-  chunk are kept and added to the next run's first ones; its bias, added to
-  every sample, is added after the sum (once); the delay is multiplied by
-  the stride u and grows by its left padding;
+- gives each ConvTranspose the last (k-1)//u input samples of the previous
+  run, whose outputs still overlap this run's, and crops its output to the
+  u·chunk samples this run completes (what spills past them is made again,
+  whole, by the next run); the delay is multiplied by the stride u and grows
+  by its left padding;
 - passes the delay through elementwise operations, and where two branches
   meet (a residual sum, the sum of the multi-receptive-field blocks), delays
   the earlier one with a buffer of the difference, so they stay aligned.
@@ -154,9 +155,13 @@ class _Rewrite:
         shape = self.shapes.get(tensor)
         if shape and len(shape) == 3 and shape[1] is not None:
             return int(shape[1])
-        weight = self.shapes.get(node.input[1]) if node.op_type == "Conv" and tensor == node.input[0] else None
-        if weight and len(weight) == 3 and weight[1] is not None:
+        weight = self.shapes.get(node.input[1]) if tensor == node.input[0] else None
+        if node.op_type == "Conv" and weight and len(weight) == 3 and weight[1] is not None:
             channels = int(weight[1]) * int(_attribute(node, "group", 1))
+            self.shapes[tensor] = [1, channels, None]
+            return channels
+        if node.op_type == "ConvTranspose" and weight and len(weight) == 3 and weight[0] is not None:
+            channels = int(weight[0])
             self.shapes[tensor] = [1, channels, None]
             return channels
         raise Unstreamable(f"the channels of {tensor!r} (read by {node.op_type} {node.name!r}) are not known")
@@ -263,34 +268,24 @@ class _Rewrite:
         extra = _ints(node, "output_padding", [0])
         if dilation != 1 or _ints(node, "output_shape", []) or kernel - left - right + extra[0] != stride:
             raise Unstreamable(f"ConvTranspose {node.name!r} does not upsample by exactly its stride")
+        if kernel < stride:
+            raise Unstreamable(f"ConvTranspose {node.name!r} has a kernel shorter than its stride")
         source = node.input[0]
         timed = self.timed[source]
-        length = self._chunk_length(timed.rate * stride)
-        spill = kernel - stride
-        if spill < 0 or spill > length:
-            raise Unstreamable(f"ConvTranspose {node.name!r} has a kernel shorter than its stride")
-        full = self._name("upsampled")
-        conv = helper.make_node("ConvTranspose", [self._masked(source), node.input[1]], [full], name=node.name)
+        conv_input = self._masked(source)
+        context = (kernel - 1) // stride  # earlier input samples that still reach this run's output
+        if context:
+            state_out = self._name("upsample_state")
+            state = self._state(self._channels(source, node), context, state_out, "upsample")
+            conv_input = self._node("Concat", [state, conv_input], "upsample_joined", axis=_TIME_AXIS)
+            length = self._chunk_length(timed.rate)
+            self._slice(conv_input, length, length + context, state_out)
+        conv = helper.make_node("ConvTranspose", [conv_input, *node.input[1:]], list(node.output), name=node.name)
         kept = ("kernel_shape", "strides", "dilations", "group")
         conv.attribute.extend(a for a in node.attribute if a.name in kept)
-        conv.attribute.append(helper.make_attribute("pads", [0, 0]))
+        # Cropped to this run's stride x chunk samples: the context's own start, and what spills past the chunk.
+        conv.attribute.append(helper.make_attribute("pads", [context * stride, kernel - stride]))
         self.nodes.append(conv)
-        out = full
-        if spill:
-            state_out = self._name("spill_state")
-            weight = self.shapes.get(node.input[1])
-            if not weight or len(weight) != 3 or weight[1] is None:
-                raise Unstreamable(f"the channels of ConvTranspose {node.name!r} are not known")
-            channels = int(weight[1]) * int(_attribute(node, "group", 1))
-            state = self._state(channels, spill, state_out, "spill")
-            head = self._node("Add", [self._slice(full, 0, spill), state], "overlap")
-            out = self._node("Concat", [head, self._slice(full, spill, length)], "overlapped", axis=_TIME_AXIS)
-            self._slice(full, length, length + spill, state_out)
-        if len(node.input) > 2 and node.input[2]:
-            bias = self._node("Reshape", [node.input[2], self._constant(np.array([1, -1, 1]), "shape")], "bias")
-            self.nodes.append(helper.make_node("Add", [out, bias], [node.output[0]], name=self._name("biased")))
-        else:
-            self.nodes.append(helper.make_node("Identity", [out], [node.output[0]], name=self._name("upsampled")))
         self.timed[node.output[0]] = _Timed(timed.rate * stride, timed.delay * stride + left)
 
     def _elementwise(self, node: onnx.NodeProto, timed_inputs: list[str]) -> None:
