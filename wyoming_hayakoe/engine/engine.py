@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from ..text.hayakoe.sentences import cut_position
 from ..text.rewrite import HomeAssistantReader
 from .bert import BertEncoder
 from .limits import fits_one_pass
-from .loudness import level_voices
+from .loudness import Levels
 from .pauses import BoundaryPause
 from .runtimes import RuntimeMeasuring, Unmeasured
 from .settings import SynthesisSettings
@@ -145,17 +146,28 @@ class Engine:
             _LOGGER.warning("AIVMX file %s refused: %s", path, reason)
         loaded: list[Voice] = []
         refused: dict[Path, str] = {}
-        for name in dict.fromkeys(names):
-            found = aivmx.voices.get(name)
-            if found is None:
-                loaded.append(Voice.load(find_voice(dirs, name), frontend_for, cache, request))
-            elif found.path not in refused:
-                try:
-                    loaded.append(Voice.load_aivmx(found, frontend_for, cache, request))
-                except PreparationError as err:  # one model refused; the other voices are still served
-                    refused[found.path] = err.reason
-                    _LOGGER.warning("AIVMX file %s refused: %s", found.path, err.reason)
-        level_voices(loaded, bert, cache.folder)
+        levels = Levels(bert, cache.folder)
+        # A voice's level is measured (first start) while the next voice is prepared: the one
+        # runs the models here, the other is mostly a child process on another core.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="levels") as leveller:
+            levelled: list[Future[None]] = []
+            for name in dict.fromkeys(names):
+                found = aivmx.voices.get(name)
+                if found is None:
+                    loaded.append(Voice.load(find_voice(dirs, name), frontend_for, cache, request))
+                elif found.path in refused:
+                    continue
+                else:
+                    try:
+                        loaded.append(Voice.load_aivmx(found, frontend_for, cache, request))
+                    except PreparationError as err:  # one model refused; the other voices are still served
+                        refused[found.path] = err.reason
+                        _LOGGER.warning("AIVMX file %s refused: %s", found.path, err.reason)
+                        continue
+                levelled.append(leveller.submit(levels.set, loaded[-1]))
+            for level in levelled:
+                level.result()
+        levels.save()
         unmeasured = [Unmeasured(voice, voice.entry) for voice in loaded if voice.entry and voice.entry.unmeasured]
         return cls(bert, loaded, HomeAssistantReader(keep_words), RuntimeMeasuring(cache, request, unmeasured))
 

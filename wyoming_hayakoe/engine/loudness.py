@@ -22,7 +22,6 @@ import logging
 import math
 import os
 import tempfile
-from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
@@ -70,20 +69,28 @@ def gain_for(peak: float) -> float:
     return min(MAX_GAIN, CEILING / peak) if peak > 0 else 1.0
 
 
-def level_voices(voices: Iterable[Voice], bert: BertEncoder, folder: Path) -> None:
-    """Set each voice's `gain`: read from `folder`'s levels file, or measured now and stored there."""
-    path = folder / LEVELS_FILE
-    stored = _read_levels(path)
-    measured: dict[str, float] = {}
-    for voice in voices:
-        key = _identity(voice, bert)
-        gain = stored.get(key)
+class Levels:
+    """The voices' levels in `folder`'s levels file: `set` gives a voice its gain, stored or measured now;
+    `save` stores what was measured. `set` may run on another thread than the one loading the next voice
+    (it only uses its own voice and the BERT), one voice at a time."""
+
+    def __init__(self, bert: BertEncoder, folder: Path) -> None:
+        self.bert = bert
+        self.path = folder / LEVELS_FILE
+        self.stored = _read_levels(self.path)
+        self.measured: dict[str, float] = {}
+
+    def set(self, voice: Voice) -> None:
+        key = _identity(voice, self.bert)
+        gain = self.stored.get(key)
         if gain is None:
-            gain = measured[key] = gain_for(reference_peak(voice, bert))
+            gain = self.measured[key] = gain_for(reference_peak(voice, self.bert))
             _LOGGER.info("Voice %s: level %+.1f dB, to hayakoe's loudness", voice.name, 20 * math.log10(gain))
         voice.gain = gain
-    if measured:
-        _write_levels(path, {**stored, **measured})
+
+    def save(self) -> None:
+        if self.measured:
+            _write_levels(self.path, {**self.stored, **self.measured})
 
 
 def _identity(voice: Voice, bert: BertEncoder) -> str:
