@@ -29,7 +29,7 @@ from wyoming_hayakoe.runtime.cache import (
     RuntimeRequest,
     native_lower_precision,
 )
-from wyoming_hayakoe.runtime.deconv import widen_conv_transposes
+from wyoming_hayakoe.runtime.deconv import conv_transposes_need_widening, widen_conv_transposes
 from wyoming_hayakoe.runtime.measure import snr_db
 from wyoming_hayakoe.runtime.openvino import OvSession, core
 from wyoming_hayakoe.runtime.split import split_synthesizer
@@ -45,6 +45,14 @@ def conv_transpose_kernels(model: onnx.ModelProto) -> list[list[int]]:
         for node in model.graph.node
         if node.op_type == "ConvTranspose"
     ]
+
+
+@pytest.mark.parametrize(
+    ("machine", "widened"), [("aarch64", True), ("arm64", True), ("armv7l", True), ("x86_64", False), ("AMD64", False)]
+)
+def test_only_arm_gets_the_2d_conv_transposes(machine: str, widened: bool) -> None:
+    """ARM's plugin computes a 1-D ConvTranspose wrongly; on x86 the 2-D form is right but takes a slower kernel."""
+    assert conv_transposes_need_widening(machine) is widened
 
 
 def test_decoder_has_a_static_rank_and_only_2d_conv_transposes_with_the_same_audio(standin_dir: Path) -> None:
