@@ -745,6 +745,25 @@ def test_predicates_after_particles_are_phrases_of_their_own(
     assert phrases_of(text, reader) == phrases
 
 
+@pytest.mark.parametrize(
+    "text,phrases",
+    [
+        # From an unaccented verb (止める, 言う, 売る, 注目する), an unaccented passive or causative.
+        ("止められる", [("トメラレル", 0)]), ("言われる", [("イワレル", 0)]), ("売られる", [("ウラレル", 0)]),
+        ("注目される", [("チューモクサレル", 0)]),
+        # From an accented verb, one that falls on its suffix; the endings after it move the fall as usual.
+        ("書かれる", [("カカレル", 3)]), ("書かれた", [("カカレタ", 2)]), ("書かれます", [("カカレマス", 4)]),
+        ("食べられた", [("タベラレタ", 3)]), ("休ませる", [("ヤスマセル", 4)]),
+        # A fall in the noun of a サ変 verb stays there.
+        ("検査された", [("ケンササレタ", 1)]),
+    ],
+)  # fmt: skip
+def test_passives_and_causatives_keep_the_verbs_accent_class(
+    text: str, phrases: list[tuple[str, int]], reader: HomeAssistantReader
+):
+    assert phrases_of(text, reader) == phrases
+
+
 @pytest.mark.parametrize("text", ["SESAMEの扉", "YOASOBIの曲", "dehumidifierが止まりました", "Chromecastで再生"])
 def test_an_english_word_in_katakana_is_one_phrase(text: str, reader: HomeAssistantReader):
     word = reader.rewrite(text).split("の")[0].split("が")[0].split("で")[0]

@@ -31,6 +31,12 @@ hayakoe's, in the tests) see the same G2P:
   numbers with counters; JSUT's reader splits long whole numbers by place,
   which reads like dictation, not like an answer).
 
+* :func:`voice_suffixes_keep_the_verbs_class`: a passive or causative
+  (れる, られる, せる, させる) is accented only if its verb is: 止められた is
+  flat, 書かれた カカ↓レタ (OpenJTalk has it the other way round).  It needs
+  the verb's own accent, which OpenJTalk's phrases overwrite, from MeCab's
+  morphemes (:func:`lexical_accents`).
+
 Then the accent phrases OpenJTalk chains where speech does not, and falls it
 misses (each cut made with :func:`start_phrase`, which gives both parts the
 accent they have alone):
@@ -54,6 +60,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import pyopenjtalk
@@ -277,31 +284,103 @@ def _accent_with(accent: int, morae: int, word: Feature, previous: Feature) -> i
     return moved.get(name, accent)
 
 
+def _finish_phrase(features: list[Feature], start: int, accent: int, morae: int, end: int) -> None:
+    """Give the phrase from word ``start`` its accent (in place): ``accent`` over its first ``morae`` (words up to ``end``),
+    changed by each word after them as OpenJTalk's chain rules change it, then as pyopenjtalk-plus moves a fall
+    (off ン ー ッ; onto ま of ます after an accented verb: ナリマ↓セン), as it did for every phrase it made."""
+    while end < len(features) and features[end]["chain_flag"] == 1:
+        accent = _accent_with(accent, morae, features[end], features[end - 1])
+        morae += int(features[end]["mora_size"])
+        end += 1
+    features[start]["acc"] = accent
+    phrase = cast(Any, features[start:end])  # the same dicts: changed in place
+    pyopenjtalk.modify_acc_after_chaining(pyopenjtalk.retreat_acc_nuc(phrase))
+
+
 def start_phrase(features: list[Feature], index: int) -> None:
     """Cut the accent phrase before word ``index``: each part gets the accent it has alone (in place).
 
     The phrase before keeps its fall if the fall is within it; a fall past
     its end came from a word now cut off (ます, ない), so it is unaccented.
-    The new phrase's accent is its first word's, changed by each word that
-    follows in it as OpenJTalk's chain rules change it, then as
-    pyopenjtalk-plus moves a fall (off ン ー ッ; onto ま of ます after an
-    accented verb: ナリマ↓セン), as it did for every phrase it made.
+    The new phrase's accent is its first word's, changed by the words that
+    follow in it (see :func:`_finish_phrase`).
     """
     start = _phrase_start(features, index)
     before = sum(int(features[i]["mora_size"]) for i in range(start, index))
     if int(features[start]["acc"]) > before:
         features[start]["acc"] = 0
     features[index]["chain_flag"] = 0
-    accent = int(features[index]["acc"])
-    morae = int(features[index]["mora_size"])
-    end = index + 1
-    while end < len(features) and features[end]["chain_flag"] == 1:
-        accent = _accent_with(accent, morae, features[end], features[end - 1])
-        morae += int(features[end]["mora_size"])
-        end += 1
-    features[index]["acc"] = accent
-    phrase = cast(Any, features[index:end])  # the same dicts: changed in place
-    pyopenjtalk.modify_acc_after_chaining(pyopenjtalk.retreat_acc_nuc(phrase))
+    _finish_phrase(features, index, int(features[index]["acc"]), int(features[index]["mora_size"]), index + 1)
+
+
+def lexical_accents(features: list[Feature], morphs: Sequence[Mapping[str, Any]]) -> list[int | None]:
+    """Each word's accent as its dictionary entry gives it, from MeCab's morphemes (None where none lines up).
+
+    OpenJTalk keeps a phrase's accent in its first word, so a verb that starts
+    a phrase no longer tells whether it is accented; the morpheme it came
+    from still does.  A word OpenJTalk made of several (a number) has none.
+    """
+    by_start: dict[tuple[int, str], int] = {}
+    for morph in morphs:
+        fields = morph["features"]
+        accent = str(fields[10]).partition("/")[0] if len(fields) > 10 else ""
+        if accent.isdigit():
+            by_start[(int(morph["char_span"][0]), str(morph["surface"]))] = int(accent)
+    accents: list[int | None] = []
+    position = 0
+    for node in features:
+        accents.append(by_start.get((position, node["string"])))
+        position += len(node["string"])
+    return accents
+
+
+#: Verbs that make a passive, potential or causative of the verb before them (書かれる, 止められる, 読ませる).
+_VOICE_SUFFIXES = frozenset({"れる", "られる", "せる", "させる"})
+
+
+def _is_voice_suffix(features: list[Feature], index: int) -> bool:
+    node = features[index]
+    return (
+        node["chain_flag"] == 1
+        and node["pos"] == "動詞"
+        and node["pos_group1"] == "接尾"
+        and node["orig"] in _VOICE_SUFFIXES
+        and features[index - 1]["pos"] == "動詞"
+    )
+
+
+def voice_suffixes_keep_the_verbs_class(features: list[Feature], lexical: Sequence[int | None]) -> list[Feature]:
+    """A passive or causative is accented only if its verb is (in place).
+
+    OpenJTalk lets れる, られる, せる, させる set the accent whatever the verb:
+    止められた falls (トメラ↓レタ) and 書かれた is flat (its れ takes the fall
+    away).  Said, the verb they make keeps the class of the verb it is made
+    from: an unaccented verb gives an unaccented one (トメラレタ, イワレテイマス,
+    チューモクサレル), an accented verb one that falls on the suffix
+    (カカレ↓ル, カカ↓レタ, タベラ↓レタ), and a fall in the noun of a サ変 verb
+    stays where it is (ケ↓ンササレタ).  The words after the suffix follow
+    their chain rules (カカレマ↓ス).
+    """
+    for start in range(len(features)):
+        if features[start]["chain_flag"] == 1:
+            continue
+        end = start + 1
+        while end < len(features) and features[end]["chain_flag"] == 1:
+            end += 1
+        suffixes = [index for index in range(start + 1, end) if _is_voice_suffix(features, index)]
+        known = [lexical[index] for index in range(start, end)]
+        if not suffixes or None in known:
+            continue
+        accent, morae = cast(int, known[0]), int(features[start]["mora_size"])
+        for index in range(start + 1, suffixes[-1] + 1):
+            node, own = features[index], cast(int, lexical[index])
+            if index not in suffixes:
+                accent = _accent_with(accent, morae, {**node, "acc": own}, features[index - 1])
+            elif accent > morae - int(features[index - 1]["mora_size"]):  # the fall is in the verb itself
+                accent = morae + own if own else morae
+            morae += int(node["mora_size"])
+        _finish_phrase(features, start, accent, morae, suffixes[-1] + 1)
+    return features
 
 
 def _ends_phrase(particle: Feature) -> bool:
@@ -483,8 +562,9 @@ def quotative_iu(features: list[Feature]) -> list[Feature]:
     return features
 
 
-def correct(features: list[Feature]) -> list[Feature]:
-    """Every correction of this module, in order."""
+def correct(features: list[Feature], lexical: Sequence[int | None]) -> list[Feature]:
+    """Every correction of this module, in order (``lexical``: see :func:`lexical_accents`)."""
+    features = voice_suffixes_keep_the_verbs_class(features, lexical)
     features = respell_new_morae(pause_marks(features))
     features = copula_aru(light_verbs_after_case_particles(predicates_after_particles(features)))
     features = unaccented_indefinites(nai_before_conjunctions(features))
@@ -496,6 +576,7 @@ __all__ = [
     "NEW_MORAE",
     "copula_aru",
     "correct",
+    "lexical_accents",
     "light_verbs_after_case_particles",
     "nai_before_conjunctions",
     "numerals_as_said",
@@ -507,4 +588,5 @@ __all__ = [
     "respell_new_morae",
     "start_phrase",
     "unaccented_indefinites",
+    "voice_suffixes_keep_the_verbs_class",
 ]
