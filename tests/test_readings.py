@@ -764,6 +764,21 @@ def test_passives_and_causatives_keep_the_verbs_accent_class(
     assert phrases_of(text, reader) == phrases
 
 
+@pytest.mark.parametrize(
+    "text,phrases",
+    [
+        ("各国民", [("カク", 1), ("コクミン", 0)]), ("元会長が来た", [("モト", 1), ("カイチョーガ", 0), ("キタ", 1)]),
+        ("前首相の発言", [("ゼン", 1), ("シュショーノ", 0), ("ハツゲン", 0)]), ("反政府デモ", [("ハン", 1), ("セーフデモ", 3)]),
+        # Words of their own that start with the same character are left alone.
+        ("両国の関係", [("リョーコクノ", 1), ("カンケー", 0)]), ("前に進む", [("マエニ", 1), ("ススム", 0)]), ("各自", [("カクジ", 1)]),
+    ],
+)  # fmt: skip
+def test_prefixes_that_say_which_are_phrases_of_their_own(
+    text: str, phrases: list[tuple[str, int]], reader: HomeAssistantReader
+):
+    assert phrases_of(text, reader) == phrases
+
+
 @pytest.mark.parametrize("text", ["SESAMEの扉", "YOASOBIの曲", "dehumidifierが止まりました", "Chromecastで再生"])
 def test_an_english_word_in_katakana_is_one_phrase(text: str, reader: HomeAssistantReader):
     word = reader.rewrite(text).split("の")[0].split("が")[0].split("で")[0]

@@ -54,6 +54,8 @@ accent they have alone):
   "none" are flat.
 * :func:`quotative_iu`: という before a noun runs on from what it quotes
   (フ↓ルトユー | ヒト↓ガ).
+* :func:`separable_prefixes`: 各, 元, 前, 現, 故, 両, 某, 反 before a noun are
+  a phrase of their own (カ↓ク | コクミン, モ↓ト | カイチョー).
 """
 
 from __future__ import annotations
@@ -383,6 +385,32 @@ def voice_suffixes_keep_the_verbs_class(features: list[Feature], lexical: Sequen
     return features
 
 
+#: Prefixes that name whose or which (各国, 元会長, 前首相, 現政権, 故人名, 両国, 某氏, 反政府): said as words of their own.
+_SEPARABLE_PREFIXES = frozenset("各元前現故両某反")
+
+
+def separable_prefixes(features: list[Feature]) -> list[Feature]:
+    """各, 元, 前, 現, 故, 両, 某 and 反 before a noun are an accent phrase of their own, falling after their first mora (in place).
+
+    OpenJTalk makes 各国民 or 元会長 one compound word with one accent
+    (カクコ↓クミン, モトカ↓イチョー).  These prefixes say which or whose of
+    what follows and are said apart, each with its own fall, the noun with
+    its own accent: カ↓ク | コクミン, モ↓ト | カイチョー, ハ↓ン | セーフ.
+    """
+    for index in range(len(features) - 1):
+        prefix, noun = features[index], features[index + 1]
+        if (
+            prefix["pos"] == "接頭詞"
+            and prefix["string"] in _SEPARABLE_PREFIXES
+            and noun["chain_flag"] == 1
+            and noun["pos"] == "名詞"
+        ):
+            start_phrase(features, index + 1)
+            if prefix["chain_flag"] != 1:
+                prefix["acc"] = 1
+    return features
+
+
 def _ends_phrase(particle: Feature) -> bool:
     """Is this a particle after which a predicate is a phrase of its own (は も が じゃ ば と …)?"""
     group = str(particle["pos_group1"])
@@ -568,7 +596,7 @@ def correct(features: list[Feature], lexical: Sequence[int | None]) -> list[Feat
     features = respell_new_morae(pause_marks(features))
     features = copula_aru(light_verbs_after_case_particles(predicates_after_particles(features)))
     features = unaccented_indefinites(nai_before_conjunctions(features))
-    features = quotative_iu(features)
+    features = separable_prefixes(quotative_iu(features))
     return one_phrase_numbers(numerals_as_said(no_rendaku_after_durations(features)))
 
 
@@ -586,6 +614,7 @@ __all__ = [
     "predicates_after_particles",
     "quotative_iu",
     "respell_new_morae",
+    "separable_prefixes",
     "start_phrase",
     "unaccented_indefinites",
     "voice_suffixes_keep_the_verbs_class",
