@@ -779,6 +779,20 @@ def test_prefixes_that_say_which_are_phrases_of_their_own(
     assert phrases_of(text, reader) == phrases
 
 
+@pytest.mark.parametrize(
+    "text,phrases",
+    [
+        # After の or a word such as この, as after a verb, よう falls after ヨ.
+        ("鳥のように", [("トリノヨーニ", 4)]), ("このような", [("コノヨーナ", 3)]), ("同じように", [("オナジヨーニ", 4)]),
+        ("行くように", [("イクヨーニ", 3)]),
+        # A fall before it stays.
+        ("書くように", [("カクヨーニ", 1)]), ("雪のような白さ", [("ユキノヨーナ", 2), ("シロサ", 1)]),
+    ],
+)  # fmt: skip
+def test_you_falls_after_yo(text: str, phrases: list[tuple[str, int]], reader: HomeAssistantReader):
+    assert phrases_of(text, reader) == phrases
+
+
 @pytest.mark.parametrize("text", ["SESAMEの扉", "YOASOBIの曲", "dehumidifierが止まりました", "Chromecastで再生"])
 def test_an_english_word_in_katakana_is_one_phrase(text: str, reader: HomeAssistantReader):
     word = reader.rewrite(text).split("の")[0].split("が")[0].split("で")[0]

@@ -50,6 +50,8 @@ accent they have alone):
   phrase of its own after an accented word.
 * :func:`nai_before_conjunctions`: ないで, ないと, ないが fall after ナ
   (シナ↓イデ).
+* :func:`you_falls_on_yo`: ような, ように fall after ヨ after any word
+  (トリノヨ↓ーニ), not only after a verb.
 * :func:`unaccented_indefinites`: 何も, 誰にも, どこにも, 何の…も meaning
   "none" are flat.
 * :func:`quotative_iu`: という before a noun runs on from what it quotes
@@ -515,6 +517,26 @@ def nai_before_conjunctions(features: list[Feature]) -> list[Feature]:
     return features
 
 
+def you_falls_on_yo(features: list[Feature]) -> list[Feature]:
+    """よう (ような, ように) in an unaccented phrase falls after ヨ, whatever word it follows (in place).
+
+    OpenJTalk's chain rule gives よう its fall only after a verb or an
+    adjective (イクヨ↓ーニ); after の or この it leaves the phrase flat
+    (トリノヨーニ, コノヨーナ).  よう keeps its fall after any word:
+    トリノヨ↓ーニ, コノヨ↓ーナ, オナジヨ↓ーニ.  A phrase that has fallen
+    already keeps its fall (カ↓クヨーニ).
+    """
+    for index in range(1, len(features)):
+        node = features[index]
+        if not (node["chain_flag"] == 1 and node["orig"] in ("よう", "様") and node["pos_group2"] == "助動詞語幹"):
+            continue
+        start = _phrase_start(features, index)
+        before = sum(int(features[i]["mora_size"]) for i in range(start, index))
+        if not 0 < int(features[start]["acc"]) <= before:
+            features[start]["acc"] = before + 1
+    return features
+
+
 #: Indefinites that, with も, mean "none": 何も, 誰にも, どこにも, どちらとも.
 _INDEFINITES = frozenset({"何", "誰", "どこ", "どちら"})
 
@@ -595,7 +617,7 @@ def correct(features: list[Feature], lexical: Sequence[int | None]) -> list[Feat
     features = voice_suffixes_keep_the_verbs_class(features, lexical)
     features = respell_new_morae(pause_marks(features))
     features = copula_aru(light_verbs_after_case_particles(predicates_after_particles(features)))
-    features = unaccented_indefinites(nai_before_conjunctions(features))
+    features = you_falls_on_yo(unaccented_indefinites(nai_before_conjunctions(features)))
     features = separable_prefixes(quotative_iu(features))
     return one_phrase_numbers(numerals_as_said(no_rendaku_after_durations(features)))
 
@@ -618,4 +640,5 @@ __all__ = [
     "start_phrase",
     "unaccented_indefinites",
     "voice_suffixes_keep_the_verbs_class",
+    "you_falls_on_yo",
 ]
