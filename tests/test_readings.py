@@ -793,6 +793,21 @@ def test_you_falls_after_yo(text: str, phrases: list[tuple[str, int]], reader: H
     assert phrases_of(text, reader) == phrases
 
 
+@pytest.mark.parametrize(
+    "text,phrases",
+    [
+        # The past of an unaccented verb is unaccented: a noun after it falls as after any unaccented word.
+        ("運転したことがある", [("ウンテンシタコトガ", 8), ("アル", 1)]), ("聞いたことがない", [("キイタコトガ", 5), ("ナイ", 1)]),
+        # An accented verb keeps its fall; before a particle the fall on た stays.
+        ("書いたことがある", [("カイタコトガ", 1), ("アル", 1)]), ("買ったが", [("カッタガ", 3)]),
+    ],
+)  # fmt: skip
+def test_a_noun_after_the_past_of_an_unaccented_verb(
+    text: str, phrases: list[tuple[str, int]], reader: HomeAssistantReader
+):
+    assert phrases_of(text, reader) == phrases
+
+
 @pytest.mark.parametrize("text", ["SESAMEの扉", "YOASOBIの曲", "dehumidifierが止まりました", "Chromecastで再生"])
 def test_an_english_word_in_katakana_is_one_phrase(text: str, reader: HomeAssistantReader):
     word = reader.rewrite(text).split("の")[0].split("が")[0].split("で")[0]

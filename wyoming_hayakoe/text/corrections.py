@@ -36,6 +36,9 @@ hayakoe's, in the tests) see the same G2P:
   flat, 書かれた カカ↓レタ (OpenJTalk has it the other way round).  It needs
   the verb's own accent, which OpenJTalk's phrases overwrite, from MeCab's
   morphemes (:func:`lexical_accents`).
+* :func:`past_of_unaccented_verbs`: a noun after the past of an
+  unaccented verb chains as after any unaccented word (シタコ↓トガ, not
+  シタ↓コトガ).
 
 Then the accent phrases OpenJTalk chains where speech does not, and falls it
 misses (each cut made with :func:`start_phrase`, which gives both parts the
@@ -387,6 +390,33 @@ def voice_suffixes_keep_the_verbs_class(features: list[Feature], lexical: Sequen
     return features
 
 
+def past_of_unaccented_verbs(features: list[Feature]) -> list[Feature]:
+    """A noun after た (だ) of an unaccented verb chains as after any unaccented word (in place).
+
+    OpenJTalk's chain rule for た after a verb puts a fall on た when the
+    verb has none, so 運転したことが is ウンテンシタ↓コトガ and 乗せたまま
+    ノセタ↓ママ.  The past of an unaccented verb is unaccented (シタ,
+    ノセタ), and a noun it modifies in the same phrase falls where it falls
+    after any unaccented word: シタコ↓トガ, ノセタママ.  Before a particle
+    (したが, したので) the fall on た is left: there it is said.
+    """
+    for index in range(1, len(features) - 1):
+        node, after = features[index], features[index + 1]
+        if not (
+            node["chain_flag"] == 1
+            and node["ctype"] == "特殊・タ"
+            and features[index - 1]["pos"] == "動詞"
+            and after["chain_flag"] == 1
+            and after["pos"] == "名詞"
+        ):
+            continue
+        start = _phrase_start(features, index)
+        through = sum(int(features[i]["mora_size"]) for i in range(start, index + 1))
+        if int(features[start]["acc"]) == through:  # the fall OpenJTalk gives た after an unaccented verb
+            _finish_phrase(features, start, 0, through, index + 1)
+    return features
+
+
 #: Prefixes that name whose or which (各国, 元会長, 前首相, 現政権, 故人名, 両国, 某氏, 反政府): said as words of their own.
 _SEPARABLE_PREFIXES = frozenset("各元前現故両某反")
 
@@ -614,7 +644,7 @@ def quotative_iu(features: list[Feature]) -> list[Feature]:
 
 def correct(features: list[Feature], lexical: Sequence[int | None]) -> list[Feature]:
     """Every correction of this module, in order (``lexical``: see :func:`lexical_accents`)."""
-    features = voice_suffixes_keep_the_verbs_class(features, lexical)
+    features = past_of_unaccented_verbs(voice_suffixes_keep_the_verbs_class(features, lexical))
     features = respell_new_morae(pause_marks(features))
     features = copula_aru(light_verbs_after_case_particles(predicates_after_particles(features)))
     features = you_falls_on_yo(unaccented_indefinites(nai_before_conjunctions(features)))
@@ -632,6 +662,7 @@ __all__ = [
     "numerals_as_said",
     "no_rendaku_after_durations",
     "one_phrase_numbers",
+    "past_of_unaccented_verbs",
     "pause_marks",
     "predicates_after_particles",
     "quotative_iu",
