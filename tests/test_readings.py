@@ -784,9 +784,9 @@ def test_prefixes_that_say_which_are_phrases_of_their_own(
     [
         # After の or a word such as この, as after a verb, よう falls after ヨ.
         ("鳥のように", [("トリノヨーニ", 4)]), ("このような", [("コノヨーナ", 3)]), ("同じように", [("オナジヨーニ", 4)]),
-        ("行くように", [("イクヨーニ", 3)]),
+        ("行くように", [("イクヨーニ", 3)]), ("雪のような白さ", [("ユキノヨーナ", 4), ("シロサ", 1)]),
         # A fall before it stays.
-        ("書くように", [("カクヨーニ", 1)]), ("雪のような白さ", [("ユキノヨーナ", 2), ("シロサ", 1)]),
+        ("書くように", [("カクヨーニ", 1)]), ("窓のように", [("マドノヨーニ", 1)]),
     ],
 )  # fmt: skip
 def test_you_falls_after_yo(text: str, phrases: list[tuple[str, int]], reader: HomeAssistantReader):
@@ -803,6 +803,22 @@ def test_you_falls_after_yo(text: str, phrases: list[tuple[str, int]], reader: H
     ],
 )  # fmt: skip
 def test_a_noun_after_the_past_of_an_unaccented_verb(
+    text: str, phrases: list[tuple[str, int]], reader: HomeAssistantReader
+):
+    assert phrases_of(text, reader) == phrases
+
+
+@pytest.mark.parametrize(
+    "text,phrases",
+    [
+        # A two-mora noun falling after its last mora (ハシ↓ガ) is flat before の; what follows chains as after a flat word.
+        ("橋の上", [("ハシノウエ", 0)]), ("町の明かり", [("マチノ", 0), ("アカリ", 0)]), ("夢の世界", [("ユメノ", 0), ("セカイ", 1)]),
+        ("山の中で", [("ヤマノナカデ", 4)]),
+        # Before other particles, and nouns with another accent, keep their fall.
+        ("橋が", [("ハシガ", 2)]), ("窓の外", [("マドノ", 1), ("ソト", 1)]),
+    ],
+)  # fmt: skip
+def test_a_two_mora_noun_falling_at_its_end_is_flat_before_no(
     text: str, phrases: list[tuple[str, int]], reader: HomeAssistantReader
 ):
     assert phrases_of(text, reader) == phrases

@@ -61,6 +61,8 @@ accent they have alone):
   (フ↓ルトユー | ヒト↓ガ).
 * :func:`separable_prefixes`: 各, 元, 前, 現, 故, 両, 某, 反 before a noun are
   a phrase of their own (カ↓ク | コクミン, モ↓ト | カイチョー).
+* :func:`flat_before_no`: a two-mora noun falling after its last mora is
+  flat before の (ハシ↓ガ but ハシノ).
 """
 
 from __future__ import annotations
@@ -567,6 +569,30 @@ def you_falls_on_yo(features: list[Feature]) -> list[Feature]:
     return features
 
 
+def flat_before_no(features: list[Feature]) -> list[Feature]:
+    """A two-mora noun that falls after its last mora is flat before の (in place).
+
+    橋 ハシ↓, 町 マチ↓, 夢 ユメ↓ fall after their last mora, onto a particle
+    after them (ハシ↓ガ); before the の that makes them modify a noun they
+    lose that fall, as Tokyo speech has it for most such nouns: ハシノ,
+    マチノ アカリ, ユメノ セカイ.  The words after の in the phrase chain as
+    after any unaccented word.
+    """
+    for index in range(len(features) - 1):
+        noun, particle = features[index], features[index + 1]
+        if (
+            noun["chain_flag"] != 1
+            and noun["pos"] == "名詞"
+            and noun["pos_group1"] == "一般"
+            and int(noun["mora_size"]) == 2
+            and int(noun["acc"]) == 2
+            and particle["chain_flag"] == 1
+            and particle["pos_group1"] == "連体化"
+        ):
+            _finish_phrase(features, index, 0, 2, index + 1)
+    return features
+
+
 #: Indefinites that, with も, mean "none": 何も, 誰にも, どこにも, どちらとも.
 _INDEFINITES = frozenset({"何", "誰", "どこ", "どちら"})
 
@@ -647,7 +673,8 @@ def correct(features: list[Feature], lexical: Sequence[int | None]) -> list[Feat
     features = past_of_unaccented_verbs(voice_suffixes_keep_the_verbs_class(features, lexical))
     features = respell_new_morae(pause_marks(features))
     features = copula_aru(light_verbs_after_case_particles(predicates_after_particles(features)))
-    features = you_falls_on_yo(unaccented_indefinites(nai_before_conjunctions(features)))
+    features = unaccented_indefinites(nai_before_conjunctions(features))
+    features = you_falls_on_yo(flat_before_no(features))
     features = separable_prefixes(quotative_iu(features))
     return one_phrase_numbers(numerals_as_said(no_rendaku_after_durations(features)))
 
@@ -657,6 +684,7 @@ __all__ = [
     "copula_aru",
     "correct",
     "lexical_accents",
+    "flat_before_no",
     "light_verbs_after_case_particles",
     "nai_before_conjunctions",
     "numerals_as_said",
