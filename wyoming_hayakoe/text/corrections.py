@@ -348,6 +348,7 @@ _VOICE_SUFFIXES = frozenset({"れる", "られる", "せる", "させる"})
 
 
 def _is_voice_suffix(features: list[Feature], index: int) -> bool:
+    """Is word ``index`` れる, られる, せる or させる joined to the verb before it?"""
     node = features[index]
     return (
         node["chain_flag"] == 1
