@@ -745,6 +745,85 @@ def test_predicates_after_particles_are_phrases_of_their_own(
     assert phrases_of(text, reader) == phrases
 
 
+@pytest.mark.parametrize(
+    "text,phrases",
+    [
+        # From an unaccented verb (止める, 言う, 売る, 注目する), an unaccented passive or causative.
+        ("止められる", [("トメラレル", 0)]), ("言われる", [("イワレル", 0)]), ("売られる", [("ウラレル", 0)]),
+        ("注目される", [("チューモクサレル", 0)]),
+        # From an accented verb, one that falls on its suffix; the endings after it move the fall as usual.
+        ("書かれる", [("カカレル", 3)]), ("書かれた", [("カカレタ", 2)]), ("書かれます", [("カカレマス", 4)]),
+        ("食べられた", [("タベラレタ", 3)]), ("休ませる", [("ヤスマセル", 4)]),
+        # A fall in the noun of a サ変 verb stays there.
+        ("検査された", [("ケンササレタ", 1)]),
+    ],
+)  # fmt: skip
+def test_passives_and_causatives_keep_the_verbs_accent_class(
+    text: str, phrases: list[tuple[str, int]], reader: HomeAssistantReader
+):
+    assert phrases_of(text, reader) == phrases
+
+
+@pytest.mark.parametrize(
+    "text,phrases",
+    [
+        ("各国民", [("カク", 1), ("コクミン", 0)]), ("元会長が来た", [("モト", 1), ("カイチョーガ", 0), ("キタ", 1)]),
+        ("前首相の発言", [("ゼン", 1), ("シュショーノ", 0), ("ハツゲン", 0)]), ("反政府デモ", [("ハン", 1), ("セーフデモ", 3)]),
+        # Words of their own that start with the same character are left alone.
+        ("両国の関係", [("リョーコクノ", 1), ("カンケー", 0)]), ("前に進む", [("マエニ", 1), ("ススム", 0)]), ("各自", [("カクジ", 1)]),
+    ],
+)  # fmt: skip
+def test_prefixes_that_say_which_are_phrases_of_their_own(
+    text: str, phrases: list[tuple[str, int]], reader: HomeAssistantReader
+):
+    assert phrases_of(text, reader) == phrases
+
+
+@pytest.mark.parametrize(
+    "text,phrases",
+    [
+        # After の or a word such as この, as after a verb, よう falls after ヨ.
+        ("鳥のように", [("トリノヨーニ", 4)]), ("このような", [("コノヨーナ", 3)]), ("同じように", [("オナジヨーニ", 4)]),
+        ("行くように", [("イクヨーニ", 3)]), ("雪のような白さ", [("ユキノヨーナ", 4), ("シロサ", 1)]),
+        # A fall before it stays.
+        ("書くように", [("カクヨーニ", 1)]), ("窓のように", [("マドノヨーニ", 1)]),
+    ],
+)  # fmt: skip
+def test_you_falls_after_yo(text: str, phrases: list[tuple[str, int]], reader: HomeAssistantReader):
+    assert phrases_of(text, reader) == phrases
+
+
+@pytest.mark.parametrize(
+    "text,phrases",
+    [
+        # The past of an unaccented verb is unaccented: a noun after it falls as after any unaccented word.
+        ("運転したことがある", [("ウンテンシタコトガ", 8), ("アル", 1)]), ("聞いたことがない", [("キイタコトガ", 5), ("ナイ", 1)]),
+        # An accented verb keeps its fall; before a particle the fall on た stays.
+        ("書いたことがある", [("カイタコトガ", 1), ("アル", 1)]), ("買ったが", [("カッタガ", 3)]),
+    ],
+)  # fmt: skip
+def test_a_noun_after_the_past_of_an_unaccented_verb(
+    text: str, phrases: list[tuple[str, int]], reader: HomeAssistantReader
+):
+    assert phrases_of(text, reader) == phrases
+
+
+@pytest.mark.parametrize(
+    "text,phrases",
+    [
+        # A two-mora noun falling after its last mora (ハシ↓ガ) is flat before の; what follows chains as after a flat word.
+        ("橋の上", [("ハシノウエ", 0)]), ("町の明かり", [("マチノ", 0), ("アカリ", 0)]), ("夢の世界", [("ユメノ", 0), ("セカイ", 1)]),
+        ("山の中で", [("ヤマノナカデ", 4)]),
+        # Before other particles, and nouns with another accent, keep their fall.
+        ("橋が", [("ハシガ", 2)]), ("窓の外", [("マドノ", 1), ("ソト", 1)]),
+    ],
+)  # fmt: skip
+def test_a_two_mora_noun_falling_at_its_end_is_flat_before_no(
+    text: str, phrases: list[tuple[str, int]], reader: HomeAssistantReader
+):
+    assert phrases_of(text, reader) == phrases
+
+
 @pytest.mark.parametrize("text", ["SESAMEの扉", "YOASOBIの曲", "dehumidifierが止まりました", "Chromecastで再生"])
 def test_an_english_word_in_katakana_is_one_phrase(text: str, reader: HomeAssistantReader):
     word = reader.rewrite(text).split("の")[0].split("が")[0].split("で")[0]

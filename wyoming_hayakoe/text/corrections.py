@@ -31,6 +31,15 @@ hayakoe's, in the tests) see the same G2P:
   numbers with counters; JSUT's reader splits long whole numbers by place,
   which reads like dictation, not like an answer).
 
+* :func:`voice_suffixes_keep_the_verbs_class`: a passive or causative
+  (れる, られる, せる, させる) is accented only if its verb is: 止められた is
+  flat, 書かれた カカ↓レタ (OpenJTalk has it the other way round).  It needs
+  the verb's own accent, which OpenJTalk's phrases overwrite, from MeCab's
+  morphemes (:func:`lexical_accents`).
+* :func:`past_of_unaccented_verbs`: a noun after the past of an
+  unaccented verb chains as after any unaccented word (シタコ↓トガ, not
+  シタ↓コトガ).
+
 Then the accent phrases OpenJTalk chains where speech does not, and falls it
 misses (each cut made with :func:`start_phrase`, which gives both parts the
 accent they have alone):
@@ -44,16 +53,23 @@ accent they have alone):
   phrase of its own after an accented word.
 * :func:`nai_before_conjunctions`: ないで, ないと, ないが fall after ナ
   (シナ↓イデ).
+* :func:`you_falls_on_yo`: ような, ように fall after ヨ after any word
+  (トリノヨ↓ーニ), not only after a verb.
 * :func:`unaccented_indefinites`: 何も, 誰にも, どこにも, 何の…も meaning
   "none" are flat.
 * :func:`quotative_iu`: という before a noun runs on from what it quotes
   (フ↓ルトユー | ヒト↓ガ).
+* :func:`separable_prefixes`: 各, 元, 前, 現, 故, 両, 某, 反 before a noun are
+  a phrase of their own (カ↓ク | コクミン, モ↓ト | カイチョー).
+* :func:`flat_before_no`: a two-mora noun falling after its last mora is
+  flat before の (ハシ↓ガ but ハシノ).
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import pyopenjtalk
@@ -277,31 +293,157 @@ def _accent_with(accent: int, morae: int, word: Feature, previous: Feature) -> i
     return moved.get(name, accent)
 
 
+def _finish_phrase(features: list[Feature], start: int, accent: int, morae: int, end: int) -> None:
+    """Give the phrase from word ``start`` its accent (in place): ``accent`` over its first ``morae`` (words up to ``end``),
+    changed by each word after them as OpenJTalk's chain rules change it, then as pyopenjtalk-plus moves a fall
+    (off ン ー ッ; onto ま of ます after an accented verb: ナリマ↓セン), as it did for every phrase it made."""
+    while end < len(features) and features[end]["chain_flag"] == 1:
+        accent = _accent_with(accent, morae, features[end], features[end - 1])
+        morae += int(features[end]["mora_size"])
+        end += 1
+    features[start]["acc"] = accent
+    phrase = cast(Any, features[start:end])  # the same dicts: changed in place
+    pyopenjtalk.modify_acc_after_chaining(pyopenjtalk.retreat_acc_nuc(phrase))
+
+
 def start_phrase(features: list[Feature], index: int) -> None:
     """Cut the accent phrase before word ``index``: each part gets the accent it has alone (in place).
 
     The phrase before keeps its fall if the fall is within it; a fall past
     its end came from a word now cut off (ます, ない), so it is unaccented.
-    The new phrase's accent is its first word's, changed by each word that
-    follows in it as OpenJTalk's chain rules change it, then as
-    pyopenjtalk-plus moves a fall (off ン ー ッ; onto ま of ます after an
-    accented verb: ナリマ↓セン), as it did for every phrase it made.
+    The new phrase's accent is its first word's, changed by the words that
+    follow in it (see :func:`_finish_phrase`).
     """
     start = _phrase_start(features, index)
     before = sum(int(features[i]["mora_size"]) for i in range(start, index))
     if int(features[start]["acc"]) > before:
         features[start]["acc"] = 0
     features[index]["chain_flag"] = 0
-    accent = int(features[index]["acc"])
-    morae = int(features[index]["mora_size"])
-    end = index + 1
-    while end < len(features) and features[end]["chain_flag"] == 1:
-        accent = _accent_with(accent, morae, features[end], features[end - 1])
-        morae += int(features[end]["mora_size"])
-        end += 1
-    features[index]["acc"] = accent
-    phrase = cast(Any, features[index:end])  # the same dicts: changed in place
-    pyopenjtalk.modify_acc_after_chaining(pyopenjtalk.retreat_acc_nuc(phrase))
+    _finish_phrase(features, index, int(features[index]["acc"]), int(features[index]["mora_size"]), index + 1)
+
+
+def lexical_accents(features: list[Feature], morphs: Sequence[Mapping[str, Any]]) -> list[int | None]:
+    """Each word's accent as its dictionary entry gives it, from MeCab's morphemes (None where none lines up).
+
+    OpenJTalk keeps a phrase's accent in its first word, so a verb that starts
+    a phrase no longer tells whether it is accented; the morpheme it came
+    from still does.  A word OpenJTalk made of several (a number) has none.
+    """
+    by_start: dict[tuple[int, str], int] = {}
+    for morph in morphs:
+        fields = morph["features"]
+        accent = str(fields[10]).partition("/")[0] if len(fields) > 10 else ""
+        if accent.isdigit():
+            by_start[(int(morph["char_span"][0]), str(morph["surface"]))] = int(accent)
+    accents: list[int | None] = []
+    position = 0
+    for node in features:
+        accents.append(by_start.get((position, node["string"])))
+        position += len(node["string"])
+    return accents
+
+
+#: Verbs that make a passive, potential or causative of the verb before them (書かれる, 止められる, 読ませる).
+_VOICE_SUFFIXES = frozenset({"れる", "られる", "せる", "させる"})
+
+
+def _is_voice_suffix(features: list[Feature], index: int) -> bool:
+    """Is word ``index`` れる, られる, せる or させる joined to the verb before it?"""
+    node = features[index]
+    return (
+        node["chain_flag"] == 1
+        and node["pos"] == "動詞"
+        and node["pos_group1"] == "接尾"
+        and node["orig"] in _VOICE_SUFFIXES
+        and features[index - 1]["pos"] == "動詞"
+    )
+
+
+def voice_suffixes_keep_the_verbs_class(features: list[Feature], lexical: Sequence[int | None]) -> list[Feature]:
+    """A passive or causative is accented only if its verb is (in place).
+
+    OpenJTalk lets れる, られる, せる, させる set the accent whatever the verb:
+    止められた falls (トメラ↓レタ) and 書かれた is flat (its れ takes the fall
+    away).  Said, the verb they make keeps the class of the verb it is made
+    from: an unaccented verb gives an unaccented one (トメラレタ, イワレテイマス,
+    チューモクサレル), an accented verb one that falls on the suffix
+    (カカレ↓ル, カカ↓レタ, タベラ↓レタ), and a fall in the noun of a サ変 verb
+    stays where it is (ケ↓ンササレタ).  The words after the suffix follow
+    their chain rules (カカレマ↓ス).
+    """
+    for start in range(len(features)):
+        if features[start]["chain_flag"] == 1:
+            continue
+        end = start + 1
+        while end < len(features) and features[end]["chain_flag"] == 1:
+            end += 1
+        suffixes = [index for index in range(start + 1, end) if _is_voice_suffix(features, index)]
+        known = [lexical[index] for index in range(start, end)]
+        if not suffixes or None in known:
+            continue
+        accent, morae = cast(int, known[0]), int(features[start]["mora_size"])
+        for index in range(start + 1, suffixes[-1] + 1):
+            node, own = features[index], cast(int, lexical[index])
+            if index not in suffixes:
+                accent = _accent_with(accent, morae, {**node, "acc": own}, features[index - 1])
+            elif accent > morae - int(features[index - 1]["mora_size"]):  # the fall is in the verb itself
+                accent = morae + own if own else morae
+            morae += int(node["mora_size"])
+        _finish_phrase(features, start, accent, morae, suffixes[-1] + 1)
+    return features
+
+
+def past_of_unaccented_verbs(features: list[Feature]) -> list[Feature]:
+    """A noun after た (だ) of an unaccented verb chains as after any unaccented word (in place).
+
+    OpenJTalk's chain rule for た after a verb puts a fall on た when the
+    verb has none, so 運転したことが is ウンテンシタ↓コトガ and 乗せたまま
+    ノセタ↓ママ.  The past of an unaccented verb is unaccented (シタ,
+    ノセタ), and a noun it modifies in the same phrase falls where it falls
+    after any unaccented word: シタコ↓トガ, ノセタママ.  Before a particle
+    (したが, したので) the fall on た is left: there it is said.
+    """
+    for index in range(1, len(features) - 1):
+        node, after = features[index], features[index + 1]
+        if not (
+            node["chain_flag"] == 1
+            and node["ctype"] == "特殊・タ"
+            and features[index - 1]["pos"] == "動詞"
+            and after["chain_flag"] == 1
+            and after["pos"] == "名詞"
+        ):
+            continue
+        start = _phrase_start(features, index)
+        through = sum(int(features[i]["mora_size"]) for i in range(start, index + 1))
+        if int(features[start]["acc"]) == through:  # the fall OpenJTalk gives た after an unaccented verb
+            _finish_phrase(features, start, 0, through, index + 1)
+    return features
+
+
+#: Prefixes that name whose or which (各国, 元会長, 前首相, 現政権, 故人名, 両国, 某氏, 反政府): said as words of their own.
+_SEPARABLE_PREFIXES = frozenset("各元前現故両某反")
+
+
+def separable_prefixes(features: list[Feature]) -> list[Feature]:
+    """各, 元, 前, 現, 故, 両, 某 and 反 before a noun are an accent phrase of their own, falling after their first mora (in place).
+
+    OpenJTalk makes 各国民 or 元会長 one compound word with one accent
+    (カクコ↓クミン, モトカ↓イチョー).  These prefixes say which or whose of
+    what follows and are said apart, each with its own fall, the noun with
+    its own accent: カ↓ク | コクミン, モ↓ト | カイチョー, ハ↓ン | セーフ.
+    """
+    for index in range(len(features) - 1):
+        prefix, noun = features[index], features[index + 1]
+        if (
+            prefix["pos"] == "接頭詞"
+            and prefix["string"] in _SEPARABLE_PREFIXES
+            and noun["chain_flag"] == 1
+            and noun["pos"] == "名詞"
+        ):
+            start_phrase(features, index + 1)
+            if prefix["chain_flag"] != 1:
+                prefix["acc"] = 1
+    return features
 
 
 def _ends_phrase(particle: Feature) -> bool:
@@ -408,6 +550,50 @@ def nai_before_conjunctions(features: list[Feature]) -> list[Feature]:
     return features
 
 
+def you_falls_on_yo(features: list[Feature]) -> list[Feature]:
+    """よう (ような, ように) in an unaccented phrase falls after ヨ, whatever word it follows (in place).
+
+    OpenJTalk's chain rule gives よう its fall only after a verb or an
+    adjective (イクヨ↓ーニ); after の or この it leaves the phrase flat
+    (トリノヨーニ, コノヨーナ).  よう keeps its fall after any word:
+    トリノヨ↓ーニ, コノヨ↓ーナ, オナジヨ↓ーニ.  A phrase that has fallen
+    already keeps its fall (カ↓クヨーニ).
+    """
+    for index in range(1, len(features)):
+        node = features[index]
+        if not (node["chain_flag"] == 1 and node["orig"] in ("よう", "様") and node["pos_group2"] == "助動詞語幹"):
+            continue
+        start = _phrase_start(features, index)
+        before = sum(int(features[i]["mora_size"]) for i in range(start, index))
+        if not 0 < int(features[start]["acc"]) <= before:
+            features[start]["acc"] = before + 1
+    return features
+
+
+def flat_before_no(features: list[Feature]) -> list[Feature]:
+    """A two-mora noun that falls after its last mora is flat before の (in place).
+
+    橋 ハシ↓, 町 マチ↓, 夢 ユメ↓ fall after their last mora, onto a particle
+    after them (ハシ↓ガ); before the の that makes them modify a noun they
+    lose that fall, as Tokyo speech has it for most such nouns: ハシノ,
+    マチノ アカリ, ユメノ セカイ.  The words after の in the phrase chain as
+    after any unaccented word.
+    """
+    for index in range(len(features) - 1):
+        noun, particle = features[index], features[index + 1]
+        if (
+            noun["chain_flag"] != 1
+            and noun["pos"] == "名詞"
+            and noun["pos_group1"] == "一般"
+            and int(noun["mora_size"]) == 2
+            and int(noun["acc"]) == 2
+            and particle["chain_flag"] == 1
+            and particle["pos_group1"] == "連体化"
+        ):
+            _finish_phrase(features, index, 0, 2, index + 1)
+    return features
+
+
 #: Indefinites that, with も, mean "none": 何も, 誰にも, どこにも, どちらとも.
 _INDEFINITES = frozenset({"何", "誰", "どこ", "どちら"})
 
@@ -483,12 +669,14 @@ def quotative_iu(features: list[Feature]) -> list[Feature]:
     return features
 
 
-def correct(features: list[Feature]) -> list[Feature]:
-    """Every correction of this module, in order."""
+def correct(features: list[Feature], lexical: Sequence[int | None]) -> list[Feature]:
+    """Every correction of this module, in order (``lexical``: see :func:`lexical_accents`)."""
+    features = past_of_unaccented_verbs(voice_suffixes_keep_the_verbs_class(features, lexical))
     features = respell_new_morae(pause_marks(features))
     features = copula_aru(light_verbs_after_case_particles(predicates_after_particles(features)))
     features = unaccented_indefinites(nai_before_conjunctions(features))
-    features = quotative_iu(features)
+    features = you_falls_on_yo(flat_before_no(features))
+    features = separable_prefixes(quotative_iu(features))
     return one_phrase_numbers(numerals_as_said(no_rendaku_after_durations(features)))
 
 
@@ -496,15 +684,21 @@ __all__ = [
     "NEW_MORAE",
     "copula_aru",
     "correct",
+    "lexical_accents",
+    "flat_before_no",
     "light_verbs_after_case_particles",
     "nai_before_conjunctions",
     "numerals_as_said",
     "no_rendaku_after_durations",
     "one_phrase_numbers",
+    "past_of_unaccented_verbs",
     "pause_marks",
     "predicates_after_particles",
     "quotative_iu",
     "respell_new_morae",
+    "separable_prefixes",
     "start_phrase",
     "unaccented_indefinites",
+    "voice_suffixes_keep_the_verbs_class",
+    "you_falls_on_yo",
 ]

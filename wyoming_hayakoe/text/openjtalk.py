@@ -128,10 +128,11 @@ def analyse(piece: str) -> Features:
     :func:`run_frontend` takes any text.
     """
     with _calls:
-        features = pyopenjtalk.run_frontend(
+        features, morphs = pyopenjtalk.run_frontend_detailed(
             piece, iu_pronunciation=IU_PRONUNCIATION, use_sudachi_kanji_yomi=False, jtalk=current_analyser()
         )
-    return corrections.correct(cast(Features, features))
+    words = cast(Features, features)
+    return corrections.correct(words, corrections.lexical_accents(words, cast(Any, morphs)))
 
 
 def run_frontend(text: str) -> Features:
