@@ -22,6 +22,7 @@ from wyoming_hayakoe.engine.engine import Engine
 from wyoming_hayakoe.engine.loudness import KNEE, REFERENCE_PASSAGE, RELEASE_S, PeakLimiter
 from wyoming_hayakoe.engine.settings import SynthesisSettings
 from wyoming_hayakoe.engine.speech import synthesize
+from wyoming_hayakoe.store import MissingModelFiles
 
 VOICES = ("standin-a", "standin-b")
 QUIET = dict(noise_scale=0.0, noise_w_scale=0.0)
@@ -118,6 +119,28 @@ def test_the_level_is_stored_and_not_measured_again(standin_dir, model_cache, mo
     assert again.voice("standin-a").gain == first.voice("standin-a").gain
 
 
+def test_a_start_that_fails_gives_up_the_level_it_was_measuring(standin_dir, model_cache, monkeypatch):
+    """A voice's level is measured while the next voice loads; when that fails (or a stop arrives), the
+    measurement ends at its next piece of audio instead of holding the failing start until it is done."""
+    (model_cache / loudness.LEVELS_FILE).unlink(missing_ok=True)
+    measure, outcomes = loudness.reference_peak, []
+
+    def watched(*args):
+        try:
+            peak = measure(*args)
+        except loudness.LevelStopped:
+            outcomes.append("stopped")
+            raise
+        outcomes.append("measured")
+        return peak
+
+    monkeypatch.setattr(loudness, "reference_peak", watched)
+    with pytest.raises(MissingModelFiles):
+        Engine.load([standin_dir], voices=["standin-a", "no-such-voice"], cache_dir=model_cache)
+    assert outcomes == ["stopped"]
+    assert not (model_cache / loudness.LEVELS_FILE).exists()
+
+
 def test_a_damaged_levels_file_is_measured_again(standin_dir, model_cache):
     (model_cache / loudness.LEVELS_FILE).write_text("{not json", encoding="utf-8")
     engine = Engine.load([standin_dir], voices=["standin-a"], cache_dir=model_cache)
@@ -173,7 +196,8 @@ def test_the_same_audio_however_the_decoder_slices_it(cuts):
 
 async def test_every_voice_at_the_same_level_through_home_assistants_client(standin_dir, hayakoe_levels):
     """Plain and streamed requests, first chunk included, come out at the level decided at preparation."""
-    with ha.ServerProcess(standin_dir, *ha.SHARED_ARGS).start() as server:
+    # One runtime throughout: a switch between the plain and the streamed request would change the last bits.
+    with ha.ServerProcess(standin_dir, *ha.SHARED_ARGS, *ha.FIXED_RUNTIME).start() as server:
         for voice in VOICES:
             plain = await ha.synthesize(server.host, server.port, REFERENCE_PASSAGE, voice=voice)
             audio = np.frombuffer(bytes(plain.audio), dtype="<i2")
@@ -182,7 +206,7 @@ async def test_every_voice_at_the_same_level_through_home_assistants_client(stan
             first_chunk = np.frombuffer(streamed.chunks[0][1], dtype="<i2").astype(np.int32)
             # The first chunk already at its final level (to the last bit the decoder's slicing may change).
             assert np.max(np.abs(first_chunk - audio[: len(first_chunk)])) <= 1
-        with ha.ServerProcess(standin_dir, *ha.SHARED_ARGS, "--volume", "0.5").start() as softer:
+        with ha.ServerProcess(standin_dir, *ha.SHARED_ARGS, *ha.FIXED_RUNTIME, "--volume", "0.5").start() as softer:
             half = await ha.synthesize(softer.host, softer.port, REFERENCE_PASSAGE, voice=VOICES[0])
         full = await ha.synthesize(server.host, server.port, REFERENCE_PASSAGE, voice=VOICES[0])
         ratio = db(np.frombuffer(bytes(full.audio), dtype="<i2")) - db(np.frombuffer(bytes(half.audio), dtype="<i2"))

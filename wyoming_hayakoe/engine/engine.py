@@ -144,29 +144,39 @@ class Engine:
         aivmx = aivmx_voices(dirs)
         for path, reason in aivmx.refused.items():
             _LOGGER.warning("AIVMX file %s refused: %s", path, reason)
-        loaded: list[Voice] = []
         refused: dict[Path, str] = {}
+
+        def load_voice(name: str) -> Voice | None:
+            """The voice, or None for an AIVMX file that is refused (the other voices are still served)."""
+            found = aivmx.voices.get(name)
+            if found is None:
+                return Voice.load(find_voice(dirs, name), frontend_for, cache, request)
+            if found.path in refused:
+                return None
+            try:
+                return Voice.load_aivmx(found, frontend_for, cache, request)
+            except PreparationError as err:
+                refused[found.path] = err.reason
+                _LOGGER.warning("AIVMX file %s refused: %s", found.path, err.reason)
+                return None
+
+        loaded: list[Voice] = []
         levels = Levels(bert, cache.folder)
         # A voice's level is measured (first start) while the next voice is prepared: the one
         # runs the models here, the other is mostly a child process on another core.
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="levels") as leveller:
-            levelled: list[Future[None]] = []
-            for name in dict.fromkeys(names):
-                found = aivmx.voices.get(name)
-                if found is None:
-                    loaded.append(Voice.load(find_voice(dirs, name), frontend_for, cache, request))
-                elif found.path in refused:
-                    continue
-                else:
-                    try:
-                        loaded.append(Voice.load_aivmx(found, frontend_for, cache, request))
-                    except PreparationError as err:  # one model refused; the other voices are still served
-                        refused[found.path] = err.reason
-                        _LOGGER.warning("AIVMX file %s refused: %s", found.path, err.reason)
-                        continue
-                levelled.append(leveller.submit(levels.set, loaded[-1]))
-            for level in levelled:
-                level.result()
+            try:
+                levelled: list[Future[None]] = []
+                for name in dict.fromkeys(names):
+                    voice = load_voice(name)
+                    if voice is not None:
+                        loaded.append(voice)
+                        levelled.append(leveller.submit(levels.set, voice))
+                for level in levelled:
+                    level.result()
+            except BaseException:  # a model refused, or a stop: the level being measured is given up
+                levels.stop()
+                raise
         levels.save()
         unmeasured = [Unmeasured(voice, voice.entry) for voice in loaded if voice.entry and voice.entry.unmeasured]
         return cls(bert, loaded, HomeAssistantReader(keep_words), RuntimeMeasuring(cache, request, unmeasured))

@@ -22,6 +22,7 @@ import logging
 import math
 import os
 import tempfile
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -52,13 +53,20 @@ def reference_style(voice: Voice) -> str:
     return REFERENCE_SETTINGS.style if REFERENCE_SETTINGS.style in voice.styles else voice.styles[0]
 
 
-def reference_peak(voice: Voice, bert: BertEncoder) -> float:
-    """The peak of the reference passage in `voice`, sentence by sentence as hayakoe speaks it."""
+class LevelStopped(Exception):
+    """A level measurement given up (`Levels.stop`): the start it was part of is ending."""
+
+
+def reference_peak(voice: Voice, bert: BertEncoder, stop: threading.Event | None = None) -> float:
+    """The peak of the reference passage in `voice`, sentence by sentence as hayakoe speaks it;
+    raises LevelStopped at the next piece once `stop` is set."""
     settings = replace(REFERENCE_SETTINGS, style=reference_style(voice))
     peak = 0.0
     for sentence in split_sentences(REFERENCE_PASSAGE):
         phonemes = voice.frontend.phonemize(sentence)
         for piece in voice.render(phonemes, bert.features(phonemes), settings, quick_start=False):
+            if stop is not None and stop.is_set():
+                raise LevelStopped(voice.name)
             if len(piece):
                 peak = max(peak, float(np.max(np.abs(piece))))
     return peak
@@ -72,21 +80,26 @@ def gain_for(peak: float) -> float:
 class Levels:
     """The voices' levels in `folder`'s levels file: `set` gives a voice its gain, stored or measured now;
     `save` stores what was measured. `set` may run on another thread than the one loading the next voice
-    (it only uses its own voice and the BERT), one voice at a time."""
+    (it only uses its own voice and the BERT), one voice at a time; `stop` ends a measurement there
+    within a piece of audio, so a start that is interrupted ends without waiting for it."""
 
     def __init__(self, bert: BertEncoder, folder: Path) -> None:
         self.bert = bert
         self.path = folder / LEVELS_FILE
         self.stored = _read_levels(self.path)
         self.measured: dict[str, float] = {}
+        self._stop = threading.Event()
 
     def set(self, voice: Voice) -> None:
         key = _identity(voice, self.bert)
         gain = self.stored.get(key)
         if gain is None:
-            gain = self.measured[key] = gain_for(reference_peak(voice, self.bert))
+            gain = self.measured[key] = gain_for(reference_peak(voice, self.bert, self._stop))
             _LOGGER.info("Voice %s: level %+.1f dB, to hayakoe's loudness", voice.name, 20 * math.log10(gain))
         voice.gain = gain
+
+    def stop(self) -> None:
+        self._stop.set()
 
     def save(self) -> None:
         if self.measured:
