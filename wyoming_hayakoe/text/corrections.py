@@ -250,6 +250,11 @@ def _phrase_start(features: list[Feature], index: int) -> int:
     return index
 
 
+def _morae(features: list[Feature], start: int, end: int) -> int:
+    """Morae of words ``start`` to ``end`` (exclusive)."""
+    return sum(int(features[i]["mora_size"]) for i in range(start, end))
+
+
 def _chain_rule(rule: str, previous_pos: str) -> tuple[str, int]:
     """The accent rule a word applies after a word of ``previous_pos``, and its offset.
 
@@ -315,7 +320,7 @@ def start_phrase(features: list[Feature], index: int) -> None:
     follow in it (see :func:`_finish_phrase`).
     """
     start = _phrase_start(features, index)
-    before = sum(int(features[i]["mora_size"]) for i in range(start, index))
+    before = _morae(features, start, index)
     if int(features[start]["acc"]) > before:
         features[start]["acc"] = 0
     features[index]["chain_flag"] = 0
@@ -414,7 +419,7 @@ def past_of_unaccented_verbs(features: list[Feature]) -> list[Feature]:
         ):
             continue
         start = _phrase_start(features, index)
-        through = sum(int(features[i]["mora_size"]) for i in range(start, index + 1))
+        through = _morae(features, start, index + 1)
         if int(features[start]["acc"]) == through:  # the fall OpenJTalk gives た after an unaccented verb
             _finish_phrase(features, start, 0, through, index + 1)
     return features
@@ -514,7 +519,7 @@ def copula_aru(features: list[Feature]) -> list[Feature]:
         ):
             continue
         start = _phrase_start(features, index)
-        before = sum(int(features[i]["mora_size"]) for i in range(start, index))
+        before = _morae(features, start, index)
         if 0 < int(features[start]["acc"]) <= before:  # fallen already (not at ア of あった, as OpenJTalk puts it)
             start_phrase(features, index)
         else:
@@ -546,7 +551,7 @@ def nai_before_conjunctions(features: list[Feature]) -> list[Feature]:
             continue
         start = _phrase_start(features, index)
         if int(features[start]["acc"]) == 0:
-            features[start]["acc"] = sum(int(features[i]["mora_size"]) for i in range(start, index)) + 1
+            features[start]["acc"] = _morae(features, start, index) + 1
     return features
 
 
@@ -564,7 +569,7 @@ def you_falls_on_yo(features: list[Feature]) -> list[Feature]:
         if not (node["chain_flag"] == 1 and node["orig"] in ("よう", "様") and node["pos_group2"] == "助動詞語幹"):
             continue
         start = _phrase_start(features, index)
-        before = sum(int(features[i]["mora_size"]) for i in range(start, index))
+        before = _morae(features, start, index)
         if not 0 < int(features[start]["acc"]) <= before:
             features[start]["acc"] = before + 1
     return features
