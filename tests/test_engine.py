@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import io
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +16,7 @@ import pytest
 import soundfile
 from decoders import PausedBeforeCall, SlowDecoder, on_slices
 
+from wyoming_hayakoe.engine import engine as engine_module
 from wyoming_hayakoe.engine.engine import Engine, UnknownVoice, bounded_sentences
 from wyoming_hayakoe.engine.pauses import MIN_PAUSE_SECONDS, gap_samples, trailing_silence
 from wyoming_hayakoe.engine.settings import InvalidSettings, SynthesisSettings
@@ -25,9 +29,9 @@ from wyoming_hayakoe.engine.voice import (
     Voice,
     decode_plan,
 )
-from wyoming_hayakoe.runtime.cache import ModelCache, RuntimeRequest
+from wyoming_hayakoe.runtime.cache import ENTRY_LOCKS, MANIFEST, ModelCache, RuntimeRequest, cache_key
 from wyoming_hayakoe.runtime.loading import load_voice
-from wyoming_hayakoe.store import InvalidVoiceName, MissingModelFiles, find_voice
+from wyoming_hayakoe.store import InvalidVoiceName, MissingModelFiles, find_bert, find_voice
 
 VOICE = "standin-a"
 QUIET = SynthesisSettings(noise_scale=0.0, noise_w_scale=0.0)
@@ -340,3 +344,41 @@ def test_speak_cli_writes_wav_to_standard_output(standin_dir: Path) -> None:
     audio, rate = soundfile.read(io.BytesIO(done.stdout), dtype="int16")
     assert rate == 44100 and len(audio) / rate > 0.2 and np.abs(audio).max() > 1000
     assert b"standard output" in done.stderr
+
+
+def test_a_first_start_prepares_the_bert_beside_the_voices(standin_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    """Where cores and memory allow, the voices' models are optimized while the BERT's are."""
+    monkeypatch.setattr(engine_module, "prepares_side_by_side", lambda: True)
+    cache = ModelCache(tmp_path / "cache")
+    bert_lock = cache.folder / ENTRY_LOCKS / cache_key(find_bert([standin_dir]).onnx, split=False)
+    bert_lock.parent.mkdir()
+    loaded: list[Engine] = []
+    with open(bert_lock, "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the BERT's optimization held back
+        starting = threading.Thread(
+            target=lambda: loaded.append(Engine.load([standin_dir], voices=[VOICE], cache_dir=cache.folder))
+        )
+        starting.start()
+        deadline = time.monotonic() + 120
+        while not find_voice_entry(cache.folder) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        prepared_beside = find_voice_entry(cache.folder)
+    starting.join(timeout=300)
+    assert prepared_beside, "the voice was not prepared while the BERT was"
+    assert loaded and list(synthesize(loaded[0], "こんにちは。", VOICE, QUIET))
+
+
+def find_voice_entry(folder: Path) -> bool:
+    return any('synthesizer.onnx"' in m.read_text() for m in folder.glob(f"*/{MANIFEST}"))
+
+
+@pytest.mark.parametrize(
+    ("cores", "available", "side_by_side"),
+    [(2, 8 << 30, True), (1, 8 << 30, False), (4, 2 << 30, False), (4, None, False)],
+)
+def test_the_bert_is_prepared_beside_the_voices_only_with_room_for_both(
+    monkeypatch, cores: int, available: int | None, side_by_side: bool
+) -> None:
+    monkeypatch.setattr(engine_module.os, "sched_getaffinity", lambda pid: set(range(cores)))
+    monkeypatch.setattr(engine_module, "available_memory", lambda: available)
+    assert engine_module.prepares_side_by_side() is side_by_side

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +18,18 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from wyoming_hayakoe.runtime.cache import DECODER, DECODER_STEP, FRONT, MANIFEST, WHOLE, ModelCache, PreparationError
+from wyoming_hayakoe.runtime.cache import (
+    DECODER,
+    DECODER_STEP,
+    ENTRY_LOCKS,
+    FRONT,
+    LOCK,
+    MANIFEST,
+    WHOLE,
+    ModelCache,
+    PreparationError,
+    cache_key,
+)
 from wyoming_hayakoe.runtime.ort import open_session
 
 DP = Path("onnx") / "speakers" / "standin-a" / "duration_predictor.onnx"
@@ -118,7 +131,7 @@ def test_a_broken_model_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(PreparationError, match=r"Could not optimize .*bert_q8\.onnx: \S"):
         cache.prepare(broken)
     assert entries(cache.folder) == []
-    assert [p.name for p in cache.folder.iterdir()] == [".lock"]  # no half-built entry left
+    assert {p.name for p in cache.folder.iterdir()} <= {LOCK, ENTRY_LOCKS}  # no half-built entry left
 
 
 def test_an_unusable_cache_folder_falls_back_to_a_temporary_one(model: Path, tmp_path: Path, caplog) -> None:
@@ -257,3 +270,24 @@ def test_a_full_disk_is_a_clear_error(model: Path, tmp_path: Path, monkeypatch) 
     monkeypatch.setattr(tempfile, "mkdtemp", full)
     with pytest.raises(PreparationError, match=r"No space left.*--cache-dir"):
         cache.prepare(model)
+
+
+def test_another_model_is_optimized_while_one_is_being_built(model: Path, tmp_path: Path) -> None:
+    """Each entry has its own lock: a model waits only for a build of the same model, never for another's."""
+    other = tmp_path / "other" / model.name
+    other.parent.mkdir()
+    shutil.copy(model, other)
+    cache = ModelCache(tmp_path / "cache")
+    busy = cache.folder / ENTRY_LOCKS / cache_key(model, split=False)
+    busy.parent.mkdir(exist_ok=True)
+    with open(busy, "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # as a process building `model` right now holds it
+        assert cache.prepare(other).parts[WHOLE].is_file()
+        waiting = threading.Thread(target=cache.prepare, args=(model,))
+        waiting.start()
+        waiting.join(timeout=3)
+        assert waiting.is_alive()  # the same model waits for the build in progress
+        assert len(entries(cache.folder)) == 1
+    waiting.join(timeout=300)
+    assert not waiting.is_alive()
+    assert len(entries(cache.folder)) == 2

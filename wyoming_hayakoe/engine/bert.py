@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..runtime import ort
-from ..runtime.cache import ModelCache
+from ..runtime.cache import ChildStop, ModelCache
 from ..runtime.models import BertModel
 from ..store import BertFiles
 from ..text import Phonemes, UnpronounceableText
@@ -27,10 +27,12 @@ class BertEncoder:
         self.origin = origin
 
     @classmethod
-    def load(cls, files: BertFiles, cache: ModelCache, threads: int | None = None) -> BertEncoder:
-        """The hub layout's tokenizer and Q8 model, on ONNX Runtime."""
+    def load(
+        cls, files: BertFiles, cache: ModelCache, threads: int | None = None, stop: ChildStop | None = None
+    ) -> BertEncoder:
+        """The hub layout's tokenizer and Q8 model, on ONNX Runtime; `stop` ends its optimization from another thread."""
         tokenizer = CharacterTokenizer.from_folder(files.tokenizer_dir)
-        return cls(tokenizer, ort.load_bert(files, cache, threads), str(files.onnx))
+        return cls(tokenizer, ort.load_bert(files, cache, threads, stop), str(files.onnx))
 
     def features(self, phonemes: Phonemes) -> np.ndarray:
         """float32 [1024, P]: each character's hidden state repeated over its phones."""

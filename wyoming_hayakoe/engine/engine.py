@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..runtime.cache import ModelCache, PreparationError, RuntimeRequest
-from ..store import aivmx_voices, find_bert, find_voice, installed_voices
+from ..runtime.cache import ChildStop, ModelCache, PreparationError, RuntimeRequest
+from ..runtime.memory import available_memory
+from ..store import BertFiles, aivmx_voices, find_bert, find_voice, installed_voices
 from ..text import Frontend, Phonemes, split_sentences
 from ..text.hayakoe.sentences import cut_position
 from ..text.rewrite import HomeAssistantReader
@@ -42,6 +44,23 @@ def bounded_sentences(sentences: list[str], limit: int = MAX_SENTENCE_CHARS) -> 
         if sentence:
             out.append(sentence)
     return out
+
+
+# What a first start's optimizer children peak at (runtime/optimize.py, HayaKoe-size models): the
+# BERT's 1.4 GB and a voice's 1.1 GB. They run side by side only with room for both and the server.
+SIDE_BY_SIDE_MEMORY = 4 << 30
+
+
+def prepares_side_by_side() -> bool:
+    """Whether the BERT may be prepared beside the voices: two cores or more, and the memory for both children."""
+    available = available_memory()
+    return len(os.sched_getaffinity(0)) >= 2 and available is not None and available >= SIDE_BY_SIDE_MEMORY
+
+
+def _load_bert(files: BertFiles, cache: ModelCache, threads: int | None, stop: ChildStop) -> BertEncoder:
+    bert = BertEncoder.load(files, cache, threads, stop)
+    _LOGGER.info("Loaded BERT from %s", bert.origin)
+    return bert
 
 
 class UnknownVoice(KeyError):
@@ -130,54 +149,67 @@ class Engine:
         request = RuntimeRequest(backend, precision, threads)
         dirs = [Path(d) for d in data_dirs]
         cache = ModelCache(cache_dir)
-        bert = BertEncoder.load(find_bert(dirs), cache, threads)
-        _LOGGER.info("Loaded BERT from %s", bert.origin)
+        bert_files = find_bert(dirs)
         frontends: dict[bool, Frontend] = {}
         spaceless = [w.replace(" ", "") for w in keep_words]
-
-        def frontend_for(add_blank: bool) -> Frontend:
-            if add_blank not in frontends:
-                frontends[add_blank] = Frontend(bert.tokenizer, add_blank=add_blank, keep_words=spaceless)
-            return frontends[add_blank]
-
         names = list(voices) if voices else installed_voices(dirs)
         aivmx = aivmx_voices(dirs)
         for path, reason in aivmx.refused.items():
             _LOGGER.warning("AIVMX file %s refused: %s", path, reason)
         refused: dict[Path, str] = {}
-
-        def load_voice(name: str) -> Voice | None:
-            """The voice, or None for an AIVMX file that is refused (the other voices are still served)."""
-            found = aivmx.voices.get(name)
-            if found is None:
-                return Voice.load(find_voice(dirs, name), frontend_for, cache, request)
-            if found.path in refused:
-                return None
-            try:
-                return Voice.load_aivmx(found, frontend_for, cache, request)
-            except PreparationError as err:
-                refused[found.path] = err.reason
-                _LOGGER.warning("AIVMX file %s refused: %s", found.path, err.reason)
-                return None
-
         loaded: list[Voice] = []
-        levels = Levels(bert, cache.folder)
-        # A voice's level is measured (first start) while the next voice is prepared: the one
-        # runs the models here, the other is mostly a child process on another core.
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="levels") as leveller:
+        stop = ChildStop()
+        levels: Levels | None = None
+        # The BERT loads on its own thread: on a first start its optimizer child runs beside
+        # the first voice's, where the machine has the cores and the memory for both.
+        with (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="bert") as beside,
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="levels") as leveller,
+        ):
+            bert_loading = beside.submit(_load_bert, bert_files, cache, threads, stop)
+
+            def frontend_for(add_blank: bool) -> Frontend:
+                if add_blank not in frontends:
+                    tokenizer = bert_loading.result().tokenizer
+                    frontends[add_blank] = Frontend(tokenizer, add_blank=add_blank, keep_words=spaceless)
+                return frontends[add_blank]
+
+            def load_voice(name: str) -> Voice | None:
+                """The voice, or None for an AIVMX file that is refused (the other voices are still served)."""
+                found = aivmx.voices.get(name)
+                if found is None:
+                    return Voice.load(find_voice(dirs, name), frontend_for, cache, request)
+                if found.path in refused:
+                    return None
+                try:
+                    return Voice.load_aivmx(found, frontend_for, cache, request)
+                except PreparationError as err:
+                    refused[found.path] = err.reason
+                    _LOGGER.warning("AIVMX file %s refused: %s", found.path, err.reason)
+                    return None
+
             try:
+                if not prepares_side_by_side():
+                    bert_loading.result()
+                # A voice's level is measured (first start) while the next voice is prepared: the one
+                # runs the models here, the other is mostly a child process on another core.
                 levelled: list[Future[None]] = []
                 for name in dict.fromkeys(names):
                     voice = load_voice(name)
                     if voice is not None:
                         loaded.append(voice)
+                        levels = levels or Levels(bert_loading.result(), cache.folder)
                         levelled.append(leveller.submit(levels.set, voice))
                 for level in levelled:
                     level.result()
-            except BaseException:  # a model refused, or a stop: the level being measured is given up
-                levels.stop()
+                bert = bert_loading.result()
+            except BaseException:  # a model refused, or a stop: the BERT's optimizer and the level are given up
+                stop.stop()
+                if levels is not None:
+                    levels.stop()
                 raise
-        levels.save()
+        if levels is not None:
+            levels.save()
         unmeasured = [Unmeasured(voice, voice.entry) for voice in loaded if voice.entry and voice.entry.unmeasured]
         return cls(bert, loaded, HomeAssistantReader(keep_words), RuntimeMeasuring(cache, request, unmeasured))
 

@@ -14,6 +14,9 @@ entries, the lock, and the child's life.
 A cache entry is keyed by the source model's files (path, size, mtime), this
 code, the ONNX Runtime version and the CPU, since optimized graphs may use
 CPU-specific kernels. Entries for older versions of a source are removed.
+Each entry is built under its own lock, so different models can be
+optimized at once (a first start prepares the BERT beside the voices) while
+servers started together still build any one model once.
 An AIVMX entry also holds the voice's duration predictor and the files its
 metadata carried (config.json, style_vectors.npy, aivm_manifest.json).
 
@@ -59,8 +62,9 @@ _LOGGER = logging.getLogger(__name__)
 
 CACHE_FORMAT = 3
 MANIFEST = "manifest.json"
-LOCK = ".lock"
-BUILDING = ".building-"
+LOCK = ".lock"  # the folder's: held briefly to remove what is no longer needed
+ENTRY_LOCKS = ".locks"  # one lock file per entry key, held while the entry is read or built
+BUILDING = ".building-"  # + the entry's key + "-": its work folder while a child builds it
 OPTIMIZER = __name__.rsplit(".", 1)[0] + ".optimize"  # the child's module
 MEASURER = __name__.rsplit(".", 1)[0] + ".measure"  # the background child's module
 MEASURING_LOCK = ".measuring"  # one measuring child at a time per cache folder
@@ -319,45 +323,79 @@ class ModelCache:
             folder = Path(self._temporary.name)
         self.folder = folder
 
-    def prepare(self, source: Path, split: bool = False, request: RuntimeRequest | None = None) -> PreparedModel:
+    def prepare(
+        self, source: Path, split: bool = False, request: RuntimeRequest | None = None, stop: ChildStop | None = None
+    ) -> PreparedModel:
         """The optimized form of `source`, made now if the cache has none for it.
 
-        One process at a time works in the folder (a lock file), so servers
-        started together optimize a model once and never see a half-made entry.
-        With a `request`, a split synthesizer's decoder may run on OpenVINO,
-        as measured (see measure.py): later, by `measure`, unless it is forced
-        onto OpenVINO; everything else runs on ONNX Runtime.
+        One process or thread at a time reads or builds an entry (its lock),
+        so servers started together optimize a model once and never see a
+        half-made entry. With a `request`, a split synthesizer's decoder may
+        run on OpenVINO, as measured (see measure.py): later, by `measure`,
+        unless it is forced onto OpenVINO; everything else runs on ONNX
+        Runtime. `stop` lets another thread end the optimizing child.
         """
-        entry = self.folder / cache_key(source, split, request)
+        key = cache_key(source, split, request)
+        entry = self.folder / key
         try:
-            with open(self.folder / LOCK, "a+b") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
+            with self._locked(key):
                 prepared = _read_manifest(entry, split)
                 if prepared is None:
                     _LOGGER.info("Optimizing %s once for this machine (cached in %s)", source, self.folder)
-                    self._build(source, split, request, entry)
+                    self._build(source, split, request, key, stop)
                     prepared = _read_manifest(entry, split)
                     if prepared is None:
                         raise PreparationError(f"Optimizing {source} left no usable result in {entry}")
+            with self._locked():
                 self._prune(source, split, request, keep=entry)
-                return prepared
+                self._clear_leftovers()
+            return prepared
         except OSError as err:
             raise PreparationError(
                 f"Model cache {self.folder}: {err}. Free some space or choose another folder with --cache-dir"
             ) from err
 
-    def _build(self, source: Path, split: bool, request: RuntimeRequest | None, entry: Path) -> None:
-        for leftover in self.folder.glob(BUILDING + "*"):  # from a process stopped mid-way (we hold the lock)
+    def _lock_file(self, key: str | None) -> Path:
+        if key is None:
+            return self.folder / LOCK
+        (self.folder / ENTRY_LOCKS).mkdir(exist_ok=True)
+        return self.folder / ENTRY_LOCKS / key
+
+    @contextlib.contextmanager
+    def _locked(self, key: str | None = None) -> Iterator[None]:
+        """The entry `key`'s lock (the folder's without one), waiting for whoever holds it."""
+        with open(self._lock_file(key), "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
+    @contextlib.contextmanager
+    def _locked_if_free(self, key: str) -> Iterator[bool]:
+        """The entry `key`'s lock if no one holds it (True), without waiting (False)."""
+        with open(self._lock_file(key), "a+b") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            yield True
+
+    def _build(
+        self, source: Path, split: bool, request: RuntimeRequest | None, key: str, stop: ChildStop | None
+    ) -> None:
+        entry = self.folder / key
+        for leftover in self.folder.glob(f"{BUILDING}{key}-*"):  # from a process stopped mid-way (we hold the lock)
             shutil.rmtree(leftover, ignore_errors=True)
         shutil.rmtree(entry, ignore_errors=True)  # an incomplete entry, if any
-        work = Path(tempfile.mkdtemp(prefix=BUILDING, dir=self.folder))
+        work = Path(tempfile.mkdtemp(prefix=f"{BUILDING}{key}-", dir=self.folder))
         try:
             command = [sys.executable, "-m", OPTIMIZER, str(source.absolute()), str(work.absolute())]
             command += ["--split"] if split else []
             if runtime_identity(request, split) is not None:
                 assert request is not None
                 command += request_arguments(request)
-            done = _run_child(command, f"{source.parent.name}/{source.name}")
+            done = _run_child(command, f"{source.parent.name}/{source.name}", stop)
+            if stop is not None and stop.stopped:
+                raise PreparationError(f"Optimizing {source} stopped", "stopped")
             if done.returncode != 0:
                 reason = _failure(done)
                 raise PreparationError(f"Could not optimize {source}: {reason}", reason)
@@ -402,10 +440,22 @@ class ModelCache:
             try:
                 recorded = json.loads(manifest.read_text(encoding="utf-8"))
                 recorded.setdefault("request", made_from["request"])  # made before requests were recorded
-                if {key: recorded.get(key) for key in made_from} == made_from:
-                    shutil.rmtree(entry, ignore_errors=True)
+                if {key: recorded.get(key) for key in made_from} != made_from:
+                    continue
+                with self._locked_if_free(entry.name) as free:
+                    if free:  # else it is being read or rebuilt right now: left for a later start
+                        shutil.rmtree(entry, ignore_errors=True)
+                        (self.folder / ENTRY_LOCKS / entry.name).unlink(missing_ok=True)
             except (OSError, ValueError):
                 continue
+
+    def _clear_leftovers(self) -> None:
+        """Remove the work folders of builds stopped mid-way (a killed process); not one being built now."""
+        for leftover in self.folder.glob(f"{BUILDING}*"):
+            key = leftover.name[len(BUILDING) :].split("-")[0]
+            with self._locked_if_free(key) as free:
+                if free:
+                    shutil.rmtree(leftover, ignore_errors=True)
 
 
 def request_arguments(request: RuntimeRequest) -> list[str]:

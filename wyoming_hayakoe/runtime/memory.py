@@ -10,10 +10,13 @@ until told to release them. Both are given back after each part
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
+import re
 import weakref
 from collections.abc import Callable
+from pathlib import Path
 from typing import Protocol
 
 
@@ -49,3 +52,23 @@ def give_back_memory() -> None:
         holder.release_memory()
     if _MALLOC_TRIM is not None:
         _MALLOC_TRIM(0)
+
+
+def available_memory() -> int | None:
+    """Bytes this process could still allocate without swapping: the system's MemAvailable, or less
+    where a cgroup (a container's memory limit) allows less; None where Linux does not say."""
+    try:
+        meminfo = Path("/proc/meminfo").read_text(encoding="ascii")
+        match = re.search(r"^MemAvailable:\s+(\d+) kB", meminfo, re.MULTILINE)
+    except OSError:
+        return None
+    if match is None:
+        return None
+    available = int(match.group(1)) * 1024
+    cgroup = Path("/sys/fs/cgroup")
+    with contextlib.suppress(OSError, ValueError):  # cgroup v2 only; "max" means no limit
+        limit = (cgroup / "memory.max").read_text(encoding="ascii").strip()
+        if limit != "max":
+            used = int((cgroup / "memory.current").read_text(encoding="ascii"))
+            available = min(available, int(limit) - used)
+    return available

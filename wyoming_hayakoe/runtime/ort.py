@@ -19,7 +19,7 @@ import numpy as np
 import onnxruntime as ort
 
 from ..store import BertFiles
-from .cache import WHOLE, ModelCache, StreamSpec
+from .cache import WHOLE, ChildStop, ModelCache, StreamSpec
 from .models import SynthesisInputs
 
 
@@ -185,5 +185,5 @@ class OrtDurationPredictor(_OnSession):
         return self.session.run(None, _feeds(inputs, noise=False))[0][0]
 
 
-def load_bert(files: BertFiles, cache: ModelCache, threads: int | None) -> OrtBert:
-    return OrtBert(open_session(cache.prepare(files.onnx).parts[WHOLE], threads))
+def load_bert(files: BertFiles, cache: ModelCache, threads: int | None, stop: ChildStop | None = None) -> OrtBert:
+    return OrtBert(open_session(cache.prepare(files.onnx, stop=stop).parts[WHOLE], threads))
