@@ -26,6 +26,7 @@ from wyoming_hayakoe.runtime.cache import (
     LOCK,
     MANIFEST,
     WHOLE,
+    ChildStop,
     ModelCache,
     PreparationError,
     cache_key,
@@ -291,3 +292,20 @@ def test_another_model_is_optimized_while_one_is_being_built(model: Path, tmp_pa
     waiting.join(timeout=300)
     assert not waiting.is_alive()
     assert len(entries(cache.folder)) == 2
+
+
+def test_a_stop_ends_every_child_it_watches() -> None:
+    """A failed or stopped first start ends all the optimizers working beside it, not only the latest."""
+    stop = ChildStop()
+    children = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], text=True) for _ in range(2)]
+    try:
+        for child in children:
+            stop.watch(child)
+        stop.stop()
+        assert [child.wait(timeout=10) for child in children] == [-signal.SIGTERM] * 2
+        late = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], text=True)
+        stop.watch(late)  # one started after the stop is ended at once
+        assert late.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        for child in children:
+            child.kill()

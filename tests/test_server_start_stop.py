@@ -15,6 +15,8 @@ from wyoming.error import Error
 from wyoming.event import Event, async_read_event, async_write_event
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart
 
+from wyoming_hayakoe.engine import engine
+
 OPTIMIZER = "wyoming_hayakoe.runtime.optimize"
 # Thousands of characters: the tiny stand-in is still speaking this when the signal comes.
 LONG_TEXT = "これはサーバーを止めるときのための、とても長い文章のテストです。" * 120
@@ -83,9 +85,14 @@ def test_a_signal_during_the_first_optimization_stops_the_optimizer_too(standin_
     cache = tmp_path / "cache"
     proc, child = _first_start(standin_dir, cache)
     try:
+        # Where cores and memory allow, the BERT's optimizer runs beside the voice's: each must stop.
+        deadline, children = time.monotonic() + 2, {child}
+        while len(children) < 2 and time.monotonic() < deadline and engine.prepares_side_by_side():
+            children |= {pid for pid, cmd in _children(proc.proc.pid) if OPTIMIZER in cmd}
+            time.sleep(0.005)
         code = proc.stop(sig, timeout=20)
         assert code == 0, proc.log
-        assert not _alive(child), "the optimizer outlived the server"
+        assert not [pid for pid in children if _alive(pid)], "an optimizer outlived the server"
         assert [p.name for p in cache.glob(".building-*")] == []
         assert "Listening on" not in proc.log and "Traceback" not in proc.log
     finally:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..runtime.cache import ChildStop, ModelCache, PreparationError, RuntimeRequest
 from ..runtime.memory import available_memory
-from ..store import BertFiles, aivmx_voices, find_bert, find_voice, installed_voices
+from ..store import AivmxVoice, BertFiles, aivmx_voices, find_bert, find_voice, installed_voices
 from ..text import Frontend, Phonemes, split_sentences
 from ..text.hayakoe.sentences import cut_position
 from ..text.rewrite import HomeAssistantReader
@@ -47,14 +47,25 @@ def bounded_sentences(sentences: list[str], limit: int = MAX_SENTENCE_CHARS) -> 
 
 
 # What a first start's optimizer children peak at (runtime/optimize.py, HayaKoe-size models): the
-# BERT's 1.4 GB and a voice's 1.1 GB. They run side by side only with room for both and the server.
+# BERT's 1.4 GB, a voice's 1.1 GB. Two run at once only with room for both and the server.
 SIDE_BY_SIDE_MEMORY = 4 << 30
 
 
 def prepares_side_by_side() -> bool:
-    """Whether the BERT may be prepared beside the voices: two cores or more, and the memory for both children."""
+    """Whether models may be optimized two at a time: two cores or more, and the memory for two children."""
     available = available_memory()
     return len(os.sched_getaffinity(0)) >= 2 and available is not None and available >= SIDE_BY_SIDE_MEMORY
+
+
+def _optimize_ahead(
+    found: AivmxVoice | list[Path], name: str, cache: ModelCache, request: RuntimeRequest, stop: ChildStop
+) -> None:
+    """Optimize voice `name` (an AIVMX speaker, or found in these data dirs) ahead of its loading; what
+    fails here fails again there, where it is reported."""
+    try:
+        Voice.optimize(found if isinstance(found, AivmxVoice) else find_voice(found, name), cache, request, stop)
+    except Exception as err:  # reported by the voice's loading
+        _LOGGER.debug("Optimizing voice %s ahead of its loading failed: %s", name, err)
 
 
 def _load_bert(files: BertFiles, cache: ModelCache, threads: int | None, stop: ChildStop) -> BertEncoder:
@@ -160,13 +171,18 @@ class Engine:
         loaded: list[Voice] = []
         stop = ChildStop()
         levels: Levels | None = None
-        # The BERT loads on its own thread: on a first start its optimizer child runs beside
-        # the first voice's, where the machine has the cores and the memory for both.
+        side_by_side = prepares_side_by_side()
+        # The BERT loads on a thread of its own. Where the machine has the cores and the memory,
+        # a second thread optimizes the voices' models ahead of their loading (a first start then
+        # runs two optimizer children at once), and each voice is loaded as soon as its models are.
         with (
-            ThreadPoolExecutor(max_workers=1, thread_name_prefix="bert") as beside,
+            ThreadPoolExecutor(max_workers=2 if side_by_side else 1, thread_name_prefix="prepare") as preparing,
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="levels") as leveller,
         ):
-            bert_loading = beside.submit(_load_bert, bert_files, cache, threads, stop)
+            bert_loading = preparing.submit(_load_bert, bert_files, cache, threads, stop)
+            if side_by_side:
+                for name in dict.fromkeys(names):
+                    preparing.submit(_optimize_ahead, aivmx.voices.get(name) or dirs, name, cache, request, stop)
 
             def frontend_for(add_blank: bool) -> Frontend:
                 if add_blank not in frontends:
@@ -189,7 +205,7 @@ class Engine:
                     return None
 
             try:
-                if not prepares_side_by_side():
+                if not side_by_side:
                     bert_loading.result()
                 # A voice's level is measured (first start) while the next voice is prepared: the one
                 # runs the models here, the other is mostly a child process on another core.
@@ -203,7 +219,8 @@ class Engine:
                 for level in levelled:
                     level.result()
                 bert = bert_loading.result()
-            except BaseException:  # a model refused, or a stop: the BERT's optimizer and the level are given up
+            except BaseException:  # a model refused, or a stop: the optimizers beside and the level are given up
+                preparing.shutdown(wait=False, cancel_futures=True)
                 stop.stop()
                 if levels is not None:
                     levels.stop()

@@ -7,12 +7,13 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..runtime import loading
-from ..runtime.cache import DECODER, ModelCache, PreparedModel, RuntimeChoice, RuntimeRequest
+from ..runtime.cache import DECODER, ChildStop, ModelCache, PreparedModel, RuntimeChoice, RuntimeRequest
 from ..runtime.models import StreamingDecoder, SynthesisInputs, VoiceModels
 from ..store import STYLE_VECTORS_FILE, VOICE_CONFIG_FILE, AivmxVoice, VoiceFiles, voice_license
 from ..text import Frontend, Phonemes
@@ -48,6 +49,10 @@ class VoiceConfig:
     add_blank: bool
     jp_extra: bool
     style_ids: dict[str, int]
+
+    @classmethod
+    def read(cls, path: Path) -> VoiceConfig:
+        return cls.from_json(json.loads(path.read_text(encoding="utf-8")))
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> VoiceConfig:
@@ -190,9 +195,21 @@ class Voice:
     ) -> Voice:
         """The voice in `files`, its models optimized through `cache` and each run where `request` says
         (default: the faster runtime measured here, see runtime/measure.py)."""
-        config = VoiceConfig.from_json(json.loads(files.config.read_text(encoding="utf-8")))
+        config = VoiceConfig.read(files.config)
         _require_jp_extra(files.name, config)  # before optimizing anything
         return cls._load(files, config, frontend_for, cache, request, chunked)
+
+    @staticmethod
+    def optimize(
+        files: VoiceFiles | AivmxVoice, cache: ModelCache, request: RuntimeRequest, stop: ChildStop | None = None
+    ) -> None:
+        """Optimize the voice's models into `cache` without loading them (a first start prepares voices
+        side by side; their loading then finds them made). Raises what their loading would."""
+        if isinstance(files, AivmxVoice):
+            cache.prepare(files.path, split=True, request=request, stop=stop)
+            return
+        _require_jp_extra(files.name, VoiceConfig.read(files.config))
+        loading.prepare_voice(files, cache, request, stop=stop)
 
     @classmethod
     def load_aivmx(
@@ -216,7 +233,7 @@ class Voice:
             synthesizer=voice.path,
             duration_predictor=None,  # in the entry, cut out of the synthesizer
         )
-        config = VoiceConfig.from_json(json.loads(files.config.read_text(encoding="utf-8")))
+        config = VoiceConfig.read(files.config)
         config = replace(config, style_ids=dict(voice.styles))  # this speaker's styles, by their manifest names
         if prepared.no_duration_predictor_reason:
             _LOGGER.warning("%s: no duration predictor (%s)", voice.path, prepared.no_duration_predictor_reason)

@@ -465,23 +465,25 @@ def request_arguments(request: RuntimeRequest) -> list[str]:
 
 
 class ChildStop:
-    """Lets another thread stop the child a `ModelCache` call runs (the server's shutdown stops a measurement)."""
+    """Lets another thread stop the children `ModelCache` calls run (the server's shutdown stops a
+    measurement; a failed start, the optimizers still working beside it)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._child: subprocess.Popen[str] | None = None
+        self._children: list[subprocess.Popen[str]] = []
         self.stopped = False
 
     def stop(self) -> None:
         with self._lock:
             self.stopped = True
-            if self._child is not None and self._child.poll() is None:
-                self._child.terminate()
+            for child in self._children:
+                if child.poll() is None:
+                    child.terminate()
 
     def watch(self, child: subprocess.Popen[str]) -> None:
-        """`child` is the one to stop from now on (at once, if `stop` came first)."""
+        """`child` is one to stop from now on (at once, if `stop` came first)."""
         with self._lock:
-            self._child = child
+            self._children = [c for c in self._children if c.poll() is None] + [child]
             if self.stopped:
                 child.terminate()
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from ..store import VoiceFiles
 from .cache import (
@@ -20,6 +21,7 @@ from .cache import (
     NO_OPENVINO,
     OPENVINO,
     WHOLE,
+    ChildStop,
     ModelCache,
     PreparedModel,
     RuntimeChoice,
@@ -73,14 +75,22 @@ def _tell_once_if_no_openvino(runtimes: dict[str, RuntimeChoice]) -> None:
         _LOGGER.warning("%s: every model runs on ONNX Runtime", note)
 
 
-def load_voice(files: VoiceFiles, cache: ModelCache, request: RuntimeRequest, chunked: bool = True) -> LoadedVoice:
-    """The voice's models on their chosen runtimes (an unsplit synthesizer stays on ONNX Runtime)."""
-    threads = request.threads
-    synthesizer = cache.prepare(files.synthesizer, split=chunked, request=request)
+def prepare_voice(
+    files: VoiceFiles, cache: ModelCache, request: RuntimeRequest, chunked: bool = True, stop: ChildStop | None = None
+) -> tuple[PreparedModel, Path | None]:
+    """The voice's synthesizer entry and its duration predictor's model file, optimized now if need be."""
+    synthesizer = cache.prepare(files.synthesizer, split=chunked, request=request, stop=stop)
     # An AIVMX synthesizer's entry holds the duration predictor cut out of it.
     dp_model = synthesizer.parts.get(DURATION_PREDICTOR)
     if dp_model is None and files.duration_predictor:
-        dp_model = cache.prepare(files.duration_predictor).parts[WHOLE]
+        dp_model = cache.prepare(files.duration_predictor, stop=stop).parts[WHOLE]
+    return synthesizer, dp_model
+
+
+def load_voice(files: VoiceFiles, cache: ModelCache, request: RuntimeRequest, chunked: bool = True) -> LoadedVoice:
+    """The voice's models on their chosen runtimes (an unsplit synthesizer stays on ONNX Runtime)."""
+    threads = request.threads
+    synthesizer, dp_model = prepare_voice(files, cache, request, chunked)
     duration_predictor = OrtDurationPredictor(open_session(dp_model, threads)) if dp_model else None
     if synthesizer.split and synthesizer.stream is not None:  # only the step model is opened
         models = VoiceModels(
