@@ -824,6 +824,41 @@ def test_a_two_mora_noun_falling_at_its_end_is_flat_before_no(
     assert phrases_of(text, reader) == phrases
 
 
+@pytest.mark.parametrize(
+    "text,phrases",
+    [
+        # After a verb that has fallen, ください keeps its own fall in a phrase of its own.
+        ("本を書いてください", [("ホンヲ", 1), ("カイテ", 1), ("クダサイ", 3)]),
+        ("急いで下さい", [("イソイデ", 2), ("クダサイ", 3)]),
+        ("見せてくださいませんか", [("ミセテ", 1), ("クダサイマセンカ", 6)]),
+        # After an unaccented verb the phrase already falls where ください does.
+        ("荷物を送ってください", [("ニモツヲ", 1), ("オクッテクダサイ", 7)]),
+    ],
+)  # fmt: skip
+def test_kudasai_after_a_fall_is_a_phrase_of_its_own(
+    text: str, phrases: list[tuple[str, int]], reader: HomeAssistantReader
+):
+    assert phrases_of(text, reader) == phrases
+
+
+@pytest.mark.parametrize(
+    "text,phrases",
+    [
+        # なる and ない after an adjective's く form are words of their own, each with its fall.
+        ("強くなる", [("ツヨク", 1), ("ナル", 1)]), ("寒くなりました", [("サムク", 1), ("ナリマシタ", 3)]),
+        ("悪くない", [("ワルク", 1), ("ナイ", 1)]), ("おかしくないか", [("オカシク", 2), ("ナイカ", 1)]),
+        # The く form falls a mora before the adjective: タカ↓イ, タ↓カク.
+        ("うまくいった", [("ウマク", 1), ("イッタ", 0)]), ("新しく作る", [("アタラシク", 3), ("ツクル", 2)]),
+        ("美しく咲く", [("ウツクシク", 3), ("サク", 0)]),
+        # Not one that ends in なく, one of two morae, or one before て.
+        ("少なくなる", [("スクナク", 3), ("ナル", 1)]), ("遠慮なく", [("エンリョナク", 4)]),
+        ("よく見える", [("ヨク", 1), ("ミエル", 2)]), ("難しくて", [("ムズカシクテ", 4)]),
+    ],
+)  # fmt: skip
+def test_adjectives_in_ku(text: str, phrases: list[tuple[str, int]], reader: HomeAssistantReader):
+    assert phrases_of(text, reader) == phrases
+
+
 @pytest.mark.parametrize("text", ["SESAMEの扉", "YOASOBIの曲", "dehumidifierが止まりました", "Chromecastで再生"])
 def test_an_english_word_in_katakana_is_one_phrase(text: str, reader: HomeAssistantReader):
     word = reader.rewrite(text).split("の")[0].split("が")[0].split("で")[0]

@@ -63,6 +63,11 @@ accent they have alone):
   a phrase of their own (カ↓ク | コクミン, モ↓ト | カイチョー).
 * :func:`flat_before_no`: a two-mora noun falling after its last mora is
   flat before の (ハシ↓ガ but ハシノ).
+* :func:`requests_after_a_fall`: ください after a verb that has fallen keeps
+  its own fall, in a phrase of its own (カ↓イテ | クダサ↓イ).
+* :func:`adjectives_in_ku`: なる and ない after an adjective's く form are
+  words of their own (ツヨ↓ク | ナ↓ル), and the く form falls a mora before
+  the adjective (タカ↓イ, タ↓カク).
 """
 
 from __future__ import annotations
@@ -575,6 +580,77 @@ def you_falls_on_yo(features: list[Feature]) -> list[Feature]:
     return features
 
 
+#: Subsidiary verbs after て that keep their own fall after a fallen verb: ください, くださいます.
+_REQUESTS = frozenset({"くださる", "下さる"})
+
+
+def requests_after_a_fall(features: list[Feature]) -> list[Feature]:
+    """ください after the て of a verb that has fallen starts an accent phrase of its own (in place).
+
+    OpenJTalk chains ください to the verb, and after a verb that has fallen
+    (書↓いて) its fall is lost: カ↓イテクダサイ.  ください is accented
+    (クダサ↓イ) and keeps its fall, in a phrase of its own: カ↓イテ |
+    クダサ↓イ, ミ↓セテ | クダサ↓イ.  After an unaccented verb the phrase
+    already falls where ください does (オクッテクダサ↓イ) and is left as it is.
+    """
+    for index in range(1, len(features)):
+        node, te = features[index], features[index - 1]
+        if not (
+            node["chain_flag"] == 1
+            and node["pos"] == "動詞"
+            and node["orig"] in _REQUESTS
+            and te["pos"] == "助詞"
+            and te["orig"] in ("て", "で")
+        ):
+            continue
+        start = _phrase_start(features, index)
+        if 0 < int(features[start]["acc"]) <= _morae(features, start, index):
+            start_phrase(features, index)
+    return features
+
+
+def _is_ku_form(node: Feature) -> bool:
+    """Is this an adjective's く form (高く, 美しく)?"""
+    return node["pos"] == "形容詞" and node["cform"] == "連用テ接続" and node["string"].endswith("く")
+
+
+def adjectives_in_ku(features: list[Feature], lexical: Sequence[int | None]) -> list[Feature]:
+    """なる and ない after an adjective's く form start an accent phrase of their own; an accented く form
+    that ends its phrase falls a mora earlier than the adjective (in place).
+
+    OpenJTalk chains 強くなる and 悪くない into one phrase (ツヨ↓クナル,
+    ワルクナ↓イ); said, the adjective and the verb or ない after it are two
+    words, each with its fall: ツヨ↓ク | ナ↓ル, オカ↓シク | ナ↓イ (the
+    adjective's fall is that of its own entry, ``lexical``).  And the
+    く form of an accented adjective falls a mora before the adjective does,
+    as NHK's accent dictionary gives it first (タカ↓イ but タ↓カク, ウ↓マク,
+    アタラ↓シク); a form that ends in なく keeps its fall on ナ (スクナ↓ク,
+    エンリョナ↓ク), as does one of two morae (ヨ↓ク).  Before て (ムズカシ↓クテ)
+    it is left as it is.
+    """
+    for index in range(1, len(features)):
+        node = features[index]
+        if node["chain_flag"] == 1 and node["orig"] in ("なる", "ない") and _is_ku_form(features[index - 1]):
+            start_phrase(features, index)
+            own = lexical[index - 1]
+            if features[index - 1]["chain_flag"] != 1 and own is not None:
+                features[index - 1]["acc"] = own
+    for index, node in enumerate(features):
+        after = features[index + 1] if index + 1 < len(features) else None
+        if (
+            not _is_ku_form(node)
+            or node["pos_group1"] != "自立"
+            or (after is not None and after["chain_flag"] == 1)
+            or node["pron"].rstrip(_DEVOICED_MARK).endswith("ナク")
+        ):
+            continue
+        start = _phrase_start(features, index)
+        fall = _morae(features, start, index) + int(node["mora_size"]) - 1  # the fall before く
+        if int(node["mora_size"]) >= 3 and int(features[start]["acc"]) == fall:
+            features[start]["acc"] = fall - 1
+    return features
+
+
 def flat_before_no(features: list[Feature]) -> list[Feature]:
     """A two-mora noun that falls after its last mora is flat before の (in place).
 
@@ -682,11 +758,13 @@ def correct(features: list[Feature], lexical: Sequence[int | None]) -> list[Feat
     features = unaccented_indefinites(nai_before_conjunctions(features))
     features = you_falls_on_yo(flat_before_no(features))
     features = separable_prefixes(quotative_iu(features))
+    features = adjectives_in_ku(requests_after_a_fall(features), lexical)
     return one_phrase_numbers(numerals_as_said(no_rendaku_after_durations(features)))
 
 
 __all__ = [
     "NEW_MORAE",
+    "adjectives_in_ku",
     "copula_aru",
     "correct",
     "lexical_accents",
@@ -700,6 +778,7 @@ __all__ = [
     "pause_marks",
     "predicates_after_particles",
     "quotative_iu",
+    "requests_after_a_fall",
     "respell_new_morae",
     "separable_prefixes",
     "start_phrase",
