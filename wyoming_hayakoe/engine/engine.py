@@ -54,7 +54,8 @@ SIDE_BY_SIDE_MEMORY = 4 << 30
 def prepares_side_by_side() -> bool:
     """Whether models may be optimized two at a time: two cores or more, and the memory for two children."""
     available = available_memory()
-    return len(os.sched_getaffinity(0)) >= 2 and available is not None and available >= SIDE_BY_SIDE_MEMORY
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return cores >= 2 and available is not None and available >= SIDE_BY_SIDE_MEMORY
 
 
 def _optimize_ahead(
