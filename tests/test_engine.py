@@ -368,6 +368,38 @@ def test_a_first_start_prepares_the_bert_beside_the_voices(standin_dir: Path, tm
     assert loaded and list(synthesize(loaded[0], "こんにちは。", VOICE, QUIET))
 
 
+def test_the_last_voices_duration_predictor_is_prepared_beside_its_synthesizer(
+    standin_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """The small duration predictors are optimized while the last synthesizer is, not after it: a
+    first start's last voice then loads as soon as its synthesizer is made."""
+    monkeypatch.setattr(engine_module, "prepares_side_by_side", lambda: True)
+    cache = ModelCache(tmp_path / "cache")
+    last = find_voice([standin_dir], "standin-b")
+    assert last.duration_predictor is not None
+    synthesizer_lock = cache.folder / ENTRY_LOCKS / cache_key(last.synthesizer, split=True, request=RuntimeRequest())
+    synthesizer_lock.parent.mkdir()
+    loaded: list[Engine] = []
+    with open(synthesizer_lock, "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the last synthesizer's optimization held back
+        starting = threading.Thread(
+            target=lambda: loaded.append(
+                Engine.load([standin_dir], voices=[VOICE, "standin-b"], cache_dir=cache.folder)
+            )
+        )
+        starting.start()
+        deadline = time.monotonic() + 120
+        while not (prepared := has_entry_of(cache.folder, last.duration_predictor)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    starting.join(timeout=300)
+    assert prepared, "the last voice's duration predictor waited for its synthesizer"
+    assert loaded and list(synthesize(loaded[0], "こんにちは。", "standin-b", QUIET))
+
+
+def has_entry_of(folder: Path, source: Path) -> bool:
+    return any(f'"{source.resolve()}"' in m.read_text() for m in folder.glob(f"*/{MANIFEST}"))
+
+
 def find_voice_entry(folder: Path) -> bool:
     return any('synthesizer.onnx"' in m.read_text() for m in folder.glob(f"*/{MANIFEST}"))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import ha_client as ha
@@ -23,6 +24,7 @@ from wyoming_hayakoe.engine.loudness import KNEE, REFERENCE_PASSAGE, RELEASE_S, 
 from wyoming_hayakoe.engine.settings import SynthesisSettings
 from wyoming_hayakoe.engine.speech import synthesize
 from wyoming_hayakoe.store import MissingModelFiles
+from wyoming_hayakoe.text import split_sentences
 
 VOICES = ("standin-a", "standin-b")
 QUIET = dict(noise_scale=0.0, noise_w_scale=0.0)
@@ -139,6 +141,34 @@ def test_a_start_that_fails_gives_up_the_level_it_was_measuring(standin_dir, mod
         Engine.load([standin_dir], voices=["standin-a", "no-such-voice"], cache_dir=model_cache)
     assert outcomes == ["stopped"]
     assert not (model_cache / loudness.LEVELS_FILE).exists()
+
+
+def test_the_level_is_measured_on_whole_sentences_to_the_same_peak(engine):
+    """After its first sentence, the passage is decoded a sentence at a time (faster than in chunks):
+    to the audio, and so the peak, that the voice's chunks give."""
+    voice = engine.voice(VOICES[0])
+    assert voice.models.streaming_decoder is not None
+    whole_decoder = voice.whole_decoder()
+    assert whole_decoder is not None
+    settings = replace(loudness.REFERENCE_SETTINGS, style=loudness.reference_style(voice))
+    peak = 0.0
+    for sentence in split_sentences(REFERENCE_PASSAGE):
+        phonemes = voice.frontend.phonemize(sentence)
+        features = engine.bert.features(phonemes)
+        chunked = np.concatenate(list(voice.render(phonemes, features, settings)))
+        whole = whole_decoder.decode(*voice.front(phonemes, features, settings))
+        assert whole.shape == chunked.shape and np.allclose(whole, chunked, atol=1e-5), sentence
+        peak = max(peak, float(np.max(np.abs(chunked))))
+    assert loudness.reference_peak(voice, engine.bert) == pytest.approx(peak, rel=1e-5)
+
+
+def test_a_first_start_leaves_every_voice_warm_and_timed(standin_dir, model_cache):
+    """Measuring the level runs each voice's own decoder once, so the start needs no warm-up of its own
+    and the first request is paced by a measured speed."""
+    (model_cache / loudness.LEVELS_FILE).unlink(missing_ok=True)
+    engine = Engine.load([standin_dir], voices=list(VOICES), cache_dir=model_cache)
+    for voice in engine.voices.values():
+        assert not voice.cold and voice.decode_factor is not None, voice.name
 
 
 def test_a_damaged_levels_file_is_measured_again(standin_dir, model_cache):

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import zip_longest
 from pathlib import Path
 
 from ..runtime.cache import ChildStop, ModelCache, PreparationError, RuntimeRequest
@@ -58,15 +59,27 @@ def prepares_side_by_side() -> bool:
     return cores >= 2 and available is not None and available >= SIDE_BY_SIDE_MEMORY
 
 
-def _optimize_ahead(
+def _preparations_ahead(
     found: AivmxVoice | list[Path], name: str, cache: ModelCache, request: RuntimeRequest, stop: ChildStop
-) -> None:
-    """Optimize voice `name` (an AIVMX speaker, or found in these data dirs) ahead of its loading; what
-    fails here fails again there, where it is reported."""
+) -> list[Callable[[], None]]:
+    """The steps that optimize voice `name` (an AIVMX speaker, or found in these data dirs) ahead of its
+    loading; what fails here fails again there, where it is reported."""
+
+    def logged(step: Callable[[], object]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                step()
+            except Exception as err:  # reported by the voice's loading
+                _LOGGER.debug("Optimizing voice %s ahead of its loading failed: %s", name, err)
+
+        return run
+
     try:
-        Voice.optimize(found if isinstance(found, AivmxVoice) else find_voice(found, name), cache, request, stop)
+        files = found if isinstance(found, AivmxVoice) else find_voice(found, name)
+        return [logged(step) for step in Voice.preparations(files, cache, request, stop)]
     except Exception as err:  # reported by the voice's loading
-        _LOGGER.debug("Optimizing voice %s ahead of its loading failed: %s", name, err)
+        _LOGGER.debug("Voice %s cannot be optimized ahead of its loading: %s", name, err)
+        return []
 
 
 def _load_bert(files: BertFiles, cache: ModelCache, threads: int | None, stop: ChildStop) -> BertEncoder:
@@ -182,8 +195,16 @@ class Engine:
         ):
             bert_loading = preparing.submit(_load_bert, bert_files, cache, threads, stop)
             if side_by_side:
-                for name in dict.fromkeys(names):
-                    preparing.submit(_optimize_ahead, aivmx.voices.get(name) or dirs, name, cache, request, stop)
+                # Every synthesizer first, then the small duration predictors, so that the last voice's
+                # predictor is not left to do after the last synthesizer.
+                ahead = [
+                    _preparations_ahead(aivmx.voices.get(name) or dirs, name, cache, request, stop)
+                    for name in dict.fromkeys(names)
+                ]
+                for stage in zip_longest(*ahead):
+                    for step in stage:
+                        if step is not None:
+                            preparing.submit(step)
 
             def frontend_for(add_blank: bool) -> Frontend:
                 if add_blank not in frontends:

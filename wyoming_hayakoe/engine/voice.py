@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import numpy as np
 
 from ..runtime import loading
 from ..runtime.cache import DECODER, ChildStop, ModelCache, PreparedModel, RuntimeChoice, RuntimeRequest
-from ..runtime.models import StreamingDecoder, SynthesisInputs, VoiceModels
+from ..runtime.models import Decoder, StreamingDecoder, SynthesisInputs, VoiceModels
 from ..store import STYLE_VECTORS_FILE, VOICE_CONFIG_FILE, AivmxVoice, VoiceFiles, voice_license
 from ..text import Frontend, Phonemes
 from .settings import SynthesisSettings
@@ -162,11 +163,13 @@ class Voice:
         runtimes: dict[str, RuntimeChoice] | None = None,
         license: str = "",
         entry: PreparedModel | None = None,
+        threads: int | None = None,
     ) -> None:
         """`origin`: where the voice came from, for the log; `speaker_id`: the synthesizer's sid;
         `aivmx`: the model and speaker an AIVMX voice is (names, licence); `runtimes`: each part's
         runtime and its measurements; `license`: the licence text its files state ("" if none);
-        `entry`: its synthesizer's cache entry (whose decoder may still be measured, engine/runtimes.py)."""
+        `entry`: its synthesizer's cache entry (whose decoder may still be measured, engine/runtimes.py);
+        `threads`: the cap on its sessions' threads."""
         _require_jp_extra(name, config)
         self.name = name
         self.origin = origin
@@ -181,6 +184,7 @@ class Voice:
         self._decoder_cold = True  # its first run includes ONNX Runtime's lazy initialisation
         self.runtimes = runtimes or {}
         self.entry = entry
+        self.threads = threads
         # Decoding seconds per second of audio decoded, smoothed; from the start, where the cache timed it.
         self.decode_factor: float | None = self.measured_decode_factor()
 
@@ -200,16 +204,16 @@ class Voice:
         return cls._load(files, config, frontend_for, cache, request, chunked)
 
     @staticmethod
-    def optimize(
+    def preparations(
         files: VoiceFiles | AivmxVoice, cache: ModelCache, request: RuntimeRequest, stop: ChildStop | None = None
-    ) -> None:
-        """Optimize the voice's models into `cache` without loading them (a first start prepares voices
-        side by side; their loading then finds them made). Raises what their loading would."""
+    ) -> list[Callable[[], object]]:
+        """The steps that optimize the voice's models into `cache` without loading them, its synthesizer
+        first (a first start prepares voices side by side; their loading then finds them made). Raises,
+        or its steps raise, what their loading would."""
         if isinstance(files, AivmxVoice):
-            cache.prepare(files.path, split=True, request=request, stop=stop)
-            return
+            return [partial(cache.prepare, files.path, split=True, request=request, stop=stop)]
         _require_jp_extra(files.name, VoiceConfig.read(files.config))
-        loading.prepare_voice(files, cache, request, stop=stop)
+        return loading.voice_preparations(files, cache, request, stop=stop)
 
     @classmethod
     def load_aivmx(
@@ -291,6 +295,7 @@ class Voice:
             loaded.runtimes,
             license,
             loaded.entry,
+            (request or RuntimeRequest()).threads,
         )
         _LOGGER.info(
             "Loaded voice %s from %s (styles: %s%s)",
@@ -383,6 +388,15 @@ class Voice:
             if progress is not None:
                 progress.rest = tuple(slices[index + 1 :])
             yield audio[(start - low) * hop : (end - low) * hop]
+
+    def whole_decoder(self) -> Decoder | None:
+        """A decoder of a sentence's whole latent in one run, where the voice has a front: the slices'
+        decoder, or one opened from its cache entry (loading.whole_decoder); None otherwise."""
+        if self.models.decoder is not None:
+            return self.models.decoder
+        if self.models.front is None or self.entry is None:
+            return None
+        return loading.whole_decoder(self.entry, self.threads)
 
     def _stream(
         self, decoder: StreamingDecoder, latent: np.ndarray, speaker: np.ndarray, progress: SentenceAudio | None

@@ -9,7 +9,9 @@ ONNX Runtime.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from ..store import VoiceFiles
@@ -75,6 +77,18 @@ def _tell_once_if_no_openvino(runtimes: dict[str, RuntimeChoice]) -> None:
         _LOGGER.warning("%s: every model runs on ONNX Runtime", note)
 
 
+def voice_preparations(
+    files: VoiceFiles, cache: ModelCache, request: RuntimeRequest, chunked: bool = True, stop: ChildStop | None = None
+) -> list[Callable[[], object]]:
+    """`prepare_voice`'s steps, to run apart: the synthesizer, then a duration predictor of its own file."""
+    steps: list[Callable[[], object]] = [
+        partial(cache.prepare, files.synthesizer, split=chunked, request=request, stop=stop)
+    ]
+    if files.duration_predictor:
+        steps.append(partial(cache.prepare, files.duration_predictor, stop=stop))
+    return steps
+
+
 def prepare_voice(
     files: VoiceFiles, cache: ModelCache, request: RuntimeRequest, chunked: bool = True, stop: ChildStop | None = None
 ) -> tuple[PreparedModel, Path | None]:
@@ -117,6 +131,17 @@ def load_voice(files: VoiceFiles, cache: ModelCache, request: RuntimeRequest, ch
         runtimes = {}
     _tell_once_if_no_openvino(runtimes)
     return LoadedVoice(models, synthesizer.unsplit_reason, runtimes, synthesizer.no_stream_reason, synthesizer)
+
+
+def whole_decoder(entry: PreparedModel, threads: int | None) -> OrtDecoder | None:
+    """The entry's decoder of a whole latent in one run (ONNX Runtime f32), if the synthesizer was split.
+
+    A voice's level is measured on whole sentences (engine/loudness.py): one
+    run each is much faster than a step model's chunks, to the same audio.
+    """
+    if DECODER not in entry.parts:
+        return None
+    return OrtDecoder(open_session(entry.parts[DECODER], threads), entry.latent, entry.speaker)
 
 
 def with_measured_decoder(models: VoiceModels, measured: PreparedModel, threads: int | None) -> VoiceModels:
