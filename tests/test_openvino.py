@@ -434,3 +434,49 @@ def test_a_measured_voice_starts_knowing_its_decoding_speed_and_needs_no_warm_up
     monkeypatch.setattr(other, "render", lambda *args, **kwargs: spoken.append("run") or own(*args, **kwargs))
     warm_up(forced)
     assert spoken and other.decode_factor is not None  # its warm-up measured it
+
+
+def _mapped_kib(folder: Path) -> tuple[int, int]:
+    """KiB of this process's mappings of files under `folder`: mapped, and resident."""
+    mapped = resident = 0
+    inside = False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        fields = line.split()
+        if fields and not fields[0].endswith(":"):  # a mapping's header: address range, ..., path
+            inside = len(fields) >= 6 and fields[5].startswith(str(folder.resolve()) + "/")
+        elif inside and fields[0] in ("Size:", "Rss:"):
+            if fields[0] == "Size:":
+                mapped += int(fields[1])
+            else:
+                resident += int(fields[1])
+    return mapped, resident
+
+
+def test_a_compiled_model_at_a_lower_precision_does_not_stay_in_memory_as_its_file(
+    standin_dir: Path, tmp_path: Path
+) -> None:
+    """OpenVINO keeps the compiled model's file mapped after importing it, though at bf16 or f16 it computes
+    from its own converted weights: the file's pages are given back, and the voice speaks the same."""
+    precision = next(
+        (
+            p
+            for p, c in (("bf16", "BF16"), ("f16", "FP16"))
+            if c in core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+        ),
+        None,
+    )
+    if precision is None:
+        pytest.skip("OpenVINO's CPU plugin computes no lower precision on this CPU")
+    cache = tmp_path / "cache"
+    spoken = []
+    for _ in range(2):  # compiled, then imported from the entry's compiled file as at every later start
+        engine = Engine.load([standin_dir], voices=[VOICE], cache_dir=cache, backend="openvino", precision=precision)
+        spoken.append(
+            np.concatenate(list(synthesize(engine, TEXT, VOICE, SynthesisSettings(noise_scale=0.0, noise_w_scale=0.0))))
+        )
+    entry = engine.voice(VOICE).entry
+    assert entry is not None
+    mapped, resident = _mapped_kib(entry.openvino_cache)
+    assert mapped > 0, "the compiled model is not imported from its file"
+    assert resident <= mapped // 2, (mapped, resident)  # all of it, without the page-out; a fifth here (tiny)
+    assert np.array_equal(spoken[0], spoken[1])

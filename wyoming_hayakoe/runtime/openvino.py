@@ -20,7 +20,7 @@ import numpy as np
 import openvino as ov
 from openvino.passes import MakeStateful, Manager
 
-from .memory import keep_track
+from .memory import keep_track, page_out_mapped_files
 
 # One core object per process: it holds the plugin and its thread pool.
 _CORE: ov.Core | None = None
@@ -89,7 +89,10 @@ def open_compiled(
         passes = Manager()
         passes.register_pass(MakeStateful(dict(states)))
         passes.run_passes(graph)
-    return OvSession(core().compile_model(graph, "CPU", compile_config(precision, threads, cache_dir)))
+    session = OvSession(core().compile_model(graph, "CPU", compile_config(precision, threads, cache_dir)))
+    if session.precision != "f32":  # the weights were converted: the mapped compiled model is not read again
+        page_out_mapped_files(cache_dir)
+    return session
 
 
 def save_ir(onnx_model: bytes, out: Path) -> None:
