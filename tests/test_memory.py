@@ -130,6 +130,10 @@ def _speak_measured(data_dir: Path, text: str, *args: str) -> dict[str, float]:
     """A fresh one-voice server speaks `text`: its idle RSS, peak during the request and RSS after, in MiB."""
     with ha.ServerProcess(data_dir, "--voice", VOICE, "--load-voice", VOICE, *ha.SHARED_ARGS, *args).start() as server:
         pid = server.proc.pid
+        if ("--backend", "auto") in zip(args, args[1:]):
+            # auto measures the runtimes after the start and may switch the decoder between requests:
+            # a switch between the idle reading and the request's would count the new runtime as kept.
+            server.wait_for_log(" -> ", timeout=120)
         asyncio.run(ha.synthesize(server.host, server.port, "準備完了です。"))  # past any lazy first-request setup
         idle = {field: _status_mib(pid, field) for field in ("VmRSS", "RssAnon")}
         with open(f"/proc/{pid}/clear_refs", "w", encoding="ascii") as clear:
