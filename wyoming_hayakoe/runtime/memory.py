@@ -27,15 +27,17 @@ class HoldsBuffers(Protocol):
 _HOLDERS: weakref.WeakSet[HoldsBuffers] = weakref.WeakSet()
 
 
-def _malloc_trim() -> Callable[[int], int] | None:
-    libc = ctypes.util.find_library("c")
+def _libc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c")
     try:
-        return ctypes.CDLL(libc).malloc_trim if libc else None
-    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to do
+        return ctypes.CDLL(name, use_errno=True) if name else None
+    except OSError:
         return None
 
 
-_MALLOC_TRIM = _malloc_trim()
+_LIBC = _libc()
+# Not in every C library (musl, macOS): without it there is nothing to do.
+_MALLOC_TRIM: Callable[[int], int] | None = getattr(_LIBC, "malloc_trim", None)
 
 
 def keep_track(holder: HoldsBuffers) -> None:
@@ -59,18 +61,9 @@ def give_back_memory() -> None:
 _MADV_PAGEOUT = 21
 
 
-def _madvise() -> Callable[[int, int, int], int] | None:
-    libc = ctypes.util.find_library("c")
-    try:
-        madvise = ctypes.CDLL(libc, use_errno=True).madvise if libc else None
-    except (OSError, AttributeError):
-        return None
-    if madvise is not None:
-        madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    return madvise
-
-
-_MADVISE = _madvise()
+_MADVISE: Callable[[int, int, int], int] | None = getattr(_LIBC, "madvise", None)
+if _MADVISE is not None:
+    _MADVISE.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]  # type: ignore[attr-defined]
 
 
 def page_out_mapped_files(folder: Path) -> None:
