@@ -165,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     voices.add_argument(
         "--no-warmup",
         action="store_true",
-        help="Skip the warm-up synthesis at startup (made only for a voice whose decoding speed is not yet known)",
+        help="Skip the warm-up at startup (each voice runs once as far as its first audio, so the first request is not slower)",
     )
     voices.add_argument(
         "--dictionary",

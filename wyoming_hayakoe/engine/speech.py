@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
@@ -255,25 +255,33 @@ class Speech:
         )
 
 
+WARM_UP_TEXT = "準備。完了"  # two sentences: a whole run also predicts a pause
+
+
 def synthesize(
     engine: Engine, text: str, voice_name: str, settings: SynthesisSettings | None = None
-) -> Iterator[np.ndarray]:
+) -> Generator[np.ndarray, None, None]:
     """int16 audio of a whole text in pieces as they are released, right here (see `Speech.text`)."""
     return (piece for piece in Speech(engine, voice_name, settings).text(text) if len(piece))
 
 
 def warm_up(engine: Engine) -> None:
-    """Run once every voice whose decoding speed is not known yet: the first request's pacing needs it.
+    """Run every voice before the first request, so that request does not pay the models' first runs.
 
-    A runtime the cache measured comes with its speed, and a first start has
-    already run each voice to measure its level; the lazy initialisation a
-    run pays beside it is some 20 ms on the first request (full-size stand-in).
+    A model's first run pays its runtime's lazy initialisation: without this, the first request after
+    a start waited some 150 ms longer for its first audio (full-size stand-in, 2-core EPYC; some 20 ms
+    on a Xeon). A voice whose decoding speed is not known yet speaks the whole text, as the first
+    request's pacing needs that speed; the others run as far as their first piece of audio (the BERT,
+    the front, one decoder run), which is what a first audio waits for.
     """
     for voice in engine.voices.values():
-        if voice.decode_factor is not None or not voice.cold:
-            continue
-        for _ in synthesize(engine, "準備。完了", voice.name, SynthesisSettings(style=voice.styles[0])):
-            pass
+        pieces = synthesize(engine, WARM_UP_TEXT, voice.name, SynthesisSettings(style=voice.styles[0]))
+        if voice.decode_factor is None and voice.cold:
+            for _ in pieces:
+                pass
+        else:
+            next(pieces, None)
+            pieces.close()
 
 
 async def play(speech: Speech, pieces: Iterator[np.ndarray], sink: AudioSink, run: RunStep = inline) -> None:
