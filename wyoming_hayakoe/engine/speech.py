@@ -275,13 +275,16 @@ def warm_up(engine: Engine) -> None:
     the front, one decoder run), which is what a first audio waits for.
     """
     for voice in engine.voices.values():
+        if not voice.cold:  # it ran at this start already (its level was measured)
+            continue
         pieces = synthesize(engine, WARM_UP_TEXT, voice.name, SynthesisSettings(style=voice.styles[0]))
-        if voice.decode_factor is None and voice.cold:
+        if voice.decode_factor is None:
             for _ in pieces:
                 pass
         else:
             next(pieces, None)
             pieces.close()
+            give_back_memory()  # what the runs held, as after a request
 
 
 async def play(speech: Speech, pieces: Iterator[np.ndarray], sink: AudioSink, run: RunStep = inline) -> None:
