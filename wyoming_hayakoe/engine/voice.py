@@ -206,7 +206,7 @@ class Voice:
     @staticmethod
     def preparations(
         files: VoiceFiles | AivmxVoice, cache: ModelCache, request: RuntimeRequest, stop: ChildStop | None = None
-    ) -> list[Callable[[], object]]:
+    ) -> list[Callable[[], PreparedModel]]:
         """The steps that optimize the voice's models into `cache` without loading them, its synthesizer
         first (a first start prepares voices side by side; their loading then finds them made). Raises,
         or its steps raise, what their loading would."""

@@ -79,9 +79,9 @@ def _tell_once_if_no_openvino(runtimes: dict[str, RuntimeChoice]) -> None:
 
 def voice_preparations(
     files: VoiceFiles, cache: ModelCache, request: RuntimeRequest, chunked: bool = True, stop: ChildStop | None = None
-) -> list[Callable[[], object]]:
+) -> list[Callable[[], PreparedModel]]:
     """`prepare_voice`'s steps, to run apart: the synthesizer, then a duration predictor of its own file."""
-    steps: list[Callable[[], object]] = [
+    steps: list[Callable[[], PreparedModel]] = [
         partial(cache.prepare, files.synthesizer, split=chunked, request=request, stop=stop)
     ]
     if files.duration_predictor:
@@ -93,11 +93,12 @@ def prepare_voice(
     files: VoiceFiles, cache: ModelCache, request: RuntimeRequest, chunked: bool = True, stop: ChildStop | None = None
 ) -> tuple[PreparedModel, Path | None]:
     """The voice's synthesizer entry and its duration predictor's model file, optimized now if need be."""
-    synthesizer = cache.prepare(files.synthesizer, split=chunked, request=request, stop=stop)
+    prepare_synthesizer, *prepare_predictor = voice_preparations(files, cache, request, chunked, stop)
+    synthesizer = prepare_synthesizer()
     # An AIVMX synthesizer's entry holds the duration predictor cut out of it.
     dp_model = synthesizer.parts.get(DURATION_PREDICTOR)
-    if dp_model is None and files.duration_predictor:
-        dp_model = cache.prepare(files.duration_predictor, stop=stop).parts[WHOLE]
+    if dp_model is None and prepare_predictor:
+        dp_model = prepare_predictor[0]().parts[WHOLE]
     return synthesizer, dp_model
 
 
