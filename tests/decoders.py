@@ -1,4 +1,4 @@
-"""Decoder test doubles: the real decoder at the speed of a slower machine, paused at a given run, or on slices."""
+"""Decoder test doubles: the real decoder at the speed of a slower machine (even or uneven), paused at a given run, or on slices."""
 
 from __future__ import annotations
 
@@ -70,8 +70,24 @@ class SlowStreamingDecoder(_WrappedStreamingDecoder):
                 return
             self.calls += 1
             chunk_seconds = self.chunk_frames * self.hop / self.rate
-            time.sleep(max(0.0, self.seconds_per_second * chunk_seconds - (time.perf_counter() - began)))
+            time.sleep(max(0.0, self.run_speed() * chunk_seconds - (time.perf_counter() - began)))
             yield audio
+
+    def run_speed(self) -> float:
+        """Seconds of wall time per second of the chunk, for the run counted last."""
+        return self.seconds_per_second
+
+
+class UnevenStreamingDecoder(SlowStreamingDecoder):
+    """Slower than playback on average, but unevenly, as a throttled or busy machine decodes: the runs go
+    through `speeds` (seconds per second of the chunk) in turn, over the whole life of the double."""
+
+    def __init__(self, decoder: StreamingDecoder, rate: int, hop: int, speeds: tuple[float, ...]) -> None:
+        super().__init__(decoder, rate, hop, sum(speeds) / len(speeds))
+        self.speeds = speeds
+
+    def run_speed(self) -> float:
+        return self.speeds[(self.calls - 1) % len(self.speeds)]
 
 
 class PausedBeforeCall(_WrappedStreamingDecoder):

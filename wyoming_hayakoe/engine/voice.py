@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from functools import partial
@@ -86,6 +87,14 @@ DECODE_MAX_FRAMES = 240
 # measured: the measure is smoothed, and other work on the machine can slow
 # the next runs down.
 DECODE_SPEED_MARGIN = 1.25
+# How much each decoder run moves the two averages of the decoding speed
+# (see Voice.decode_factor): the quick one follows a slowdown within a few
+# runs; the steady one keeps a few lucky runs in a busy or throttled
+# machine's uneven timings from releasing a sentence early.
+QUICK_SPEED_WEIGHT = 0.3
+STEADY_SPEED_WEIGHT = 0.1
+# Runs whose slowest one the pacing allows for once more (Voice.slowest_recent_factor).
+RECENT_RUNS = 8
 
 
 @dataclass(frozen=True)
@@ -186,7 +195,10 @@ class Voice:
         self.entry = entry
         self.threads = threads
         # Decoding seconds per second of audio decoded, smoothed; from the start, where the cache timed it.
-        self.decode_factor: float | None = self.measured_decode_factor()
+        self._quick_factor: float | None = None
+        self._steady_factor: float | None = None
+        self._recent_factors: deque[float] = deque(maxlen=RECENT_RUNS)
+        self.decode_factor = self.measured_decode_factor()
 
     @classmethod
     def load(
@@ -407,10 +419,16 @@ class Voice:
         chunk = decoder.chunk_frames * hop
         left, runs = latent.shape[2] * hop, decoder.runs(latent.shape[2])
         pieces = decoder.decode(latent, speaker)
+        previous_end = 0.0
         for run in range(runs):
             began = time.perf_counter()
             audio = next(pieces)
-            self._measure_decoding(time.perf_counter() - began, chunk)
+            ended = time.perf_counter()
+            # From the third run on, the time since the run before ended: a stall between runs (a
+            # throttled or busy machine) delays the audio as much as one inside a run. The first two
+            # are timed alone: the pause before the sentence is predicted between them.
+            self._measure_decoding(ended - (previous_end if run >= 2 else began), chunk)
+            previous_end = ended
             left -= len(audio)
             if progress is not None:
                 later = runs - run - 1
@@ -422,7 +440,32 @@ class Voice:
             self._decoder_cold = False
             return
         factor = seconds * self.sample_rate / samples
-        self.decode_factor = factor if self.decode_factor is None else 0.7 * self.decode_factor + 0.3 * factor
+        if self._quick_factor is None or self._steady_factor is None:
+            self.decode_factor = factor
+        else:
+            self._quick_factor += QUICK_SPEED_WEIGHT * (factor - self._quick_factor)
+            self._steady_factor += STEADY_SPEED_WEIGHT * (factor - self._steady_factor)
+        self._recent_factors.append(factor)
+
+    @property
+    def decode_factor(self) -> float | None:
+        """Seconds of decoding per second of audio, as the pacing plans with it (None: not measured yet):
+        the slower of a quick and a steady average over the latest runs."""
+        if self._quick_factor is None or self._steady_factor is None:
+            return None
+        return max(self._quick_factor, self._steady_factor)
+
+    @decode_factor.setter
+    def decode_factor(self, factor: float | None) -> None:
+        """Start both averages from `factor`: a measurement of the runtime, or None (unknown)."""
+        self._quick_factor = self._steady_factor = factor
+        self._recent_factors.clear()
+
+    @property
+    def slowest_recent_factor(self) -> float | None:
+        """The slowest of the last RECENT_RUNS runs (seconds per second of audio; `decode_factor` before any):
+        a busy machine's next run may be as slow again, whatever the average says."""
+        return max(self._recent_factors, default=self.decode_factor)
 
     def measured_decode_factor(self) -> float | None:
         """The decoder's speed as its runtime was measured on this machine (runtime/measure.py), if it was:
