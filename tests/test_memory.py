@@ -183,7 +183,9 @@ def test_the_worst_sentence_stays_within_a_bound(standin_dir: Path) -> None:
 # Sentence lengths from a word to a long sentence, each one new, in a fixed shuffled order: a runtime that
 # keeps buffers per input shape would grow with each (the streaming decoder's runs all have one shape).
 VARIED_SENTENCE_CHARS = tuple(np.random.default_rng(0).permutation(np.arange(4, 4 + 45 * 3, 3)).tolist())
-GROWTH_AFTER_TENTH_MIB = 30
+# How far what the server keeps may vary, from the tenth request on: by some 30 MiB while glibc put the runtimes'
+# large buffers in its heap, about 3 MiB since each has a mapping of its own.
+KEPT_WITHIN_MIB = 10
 
 
 def _runtimes_auto_may_choose() -> list[tuple[str, str]]:
@@ -195,10 +197,11 @@ def _runtimes_auto_may_choose() -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize(("backend", "precision"), _runtimes_auto_may_choose())
 def test_memory_stays_flat_over_sentences_of_many_lengths(standin_dir: Path, backend: str, precision: str) -> None:
-    """45 sentences of 45 lengths, one request each: from the tenth to the last, what the server keeps
-    (anonymous memory, read after a short request so that a long one's passing peak is not counted)
-    grows by no more than GROWTH_AFTER_TENTH_MIB. On every runtime auto may choose: OpenVINO kept
-    buffers for every input shape it ran (some 57 MB per slice length); the step model has one."""
+    """45 sentences of 45 lengths, one request each: from the tenth on, what the server keeps (anonymous
+    memory, read after a short request so that a long one's passing peak is not counted) stays within
+    KEPT_WITHIN_MIB. On every runtime auto may choose: OpenVINO kept buffers for every input shape it ran
+    (some 57 MB per slice length), the step model has one; and the runtimes' large buffers, left in glibc's
+    heap, kept more or less of it by the lengths spoken last (runtime/memory.py, map_large_blocks_apart)."""
     args = ("--voice", VOICE, "--load-voice", VOICE, "--backend", backend, "--precision", precision, *ha.SHARED_ARGS)
     with ha.ServerProcess(standin_dir, *args).start(timeout=300) as server:
         assert backend == "onnxruntime" or f"-> {backend} {precision}" in server.log, server.log
@@ -210,8 +213,9 @@ def test_memory_stays_flat_over_sentences_of_many_lengths(standin_dir: Path, bac
         kept: list[float] = []
         for index, chars in enumerate(VARIED_SENTENCE_CHARS, 1):
             speak(real_text(chars, sentences=False))
-            if index in (10, len(VARIED_SENTENCE_CHARS)):
+            if index >= 10:
                 speak("はい。")
                 kept.append(_status_mib(server.proc.pid, "RssAnon"))
-    assert len(set(VARIED_SENTENCE_CHARS)) == 45
-    assert kept[1] - kept[0] <= GROWTH_AFTER_TENTH_MIB, kept
+    assert len(set(VARIED_SENTENCE_CHARS)) == 45 and len(kept) == 36
+    spread = max(kept) - min(kept)
+    assert spread <= KEPT_WITHIN_MIB, f"kept {spread:.1f} MiB apart: {[round(mib, 1) for mib in kept]}"

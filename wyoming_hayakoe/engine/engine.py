@@ -11,7 +11,7 @@ from itertools import zip_longest
 from pathlib import Path
 
 from ..runtime.cache import ChildStop, ModelCache, PreparationError, RuntimeRequest
-from ..runtime.memory import available_memory
+from ..runtime.memory import available_memory, map_large_blocks_apart
 from ..store import AivmxVoice, BertFiles, aivmx_voices, find_bert, find_voice, installed_voices
 from ..text import Frontend, Phonemes, split_sentences
 from ..text.hayakoe.sentences import cut_position
@@ -172,6 +172,7 @@ class Engine:
         figures. Raises ValueError for an unknown or impossible pair.
         """
         request = RuntimeRequest(backend, precision, threads)
+        map_large_blocks_apart()
         dirs = [Path(d) for d in data_dirs]
         cache = ModelCache(cache_dir)
         bert_files = find_bert(dirs)

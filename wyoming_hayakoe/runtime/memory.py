@@ -5,7 +5,8 @@ is left is glibc's heap, which keeps freed pages for later use, and
 OpenVINO's compiled models, which keep the intermediate buffers of the
 largest input they ever ran (a decoder slice: tens to hundreds of MB)
 until told to release them. Both are given back after each part
-(`give_back_memory`), so what a request costs lasts only as long as it.
+(`give_back_memory`), so what a request costs lasts only as long as it;
+large blocks never enter the heap (`map_large_blocks_apart`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,27 @@ def _libc() -> ctypes.CDLL | None:
 _LIBC = _libc()
 # Not in every C library (musl, macOS): without it there is nothing to do.
 _MALLOC_TRIM: Callable[[int], int] | None = getattr(_LIBC, "malloc_trim", None)
+
+
+# mallopt(3): the size from which malloc gives a block its own mapping, which free unmaps.
+_M_MMAP_THRESHOLD = -3
+_OWN_MAPPING_BYTES = 1 << 20
+_MALLOPT: Callable[[int, int], int] | None = getattr(_LIBC, "mallopt", None)
+
+
+def map_large_blocks_apart() -> None:
+    """From now on, blocks of 1 MiB and more get mappings of their own, returned to the system when freed
+    (glibc only; before the models load, so that none of theirs is in the heap).
+
+    glibc raises that threshold to the largest block freed so far (up to
+    32 MiB): the runtimes' per-run buffers then come from the heap, where
+    small blocks left between them keep pages that `malloc_trim` cannot
+    return, and what the server kept between requests went up and down by
+    some 30 MiB with the lengths of the sentences it had spoken. A fixed
+    threshold is never raised.
+    """
+    if _MALLOPT is not None:
+        _MALLOPT(_M_MMAP_THRESHOLD, _OWN_MAPPING_BYTES)
 
 
 def keep_track(holder: HoldsBuffers) -> None:
