@@ -11,10 +11,12 @@ import asyncio
 import os
 import signal
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import ha_client as ha
 import numpy as np
+import onnx
 import pytest
 
 from tools.memory_curve import WORST_CHARACTER, real_text
@@ -23,6 +25,7 @@ from wyoming_hayakoe.engine.engine import MAX_SENTENCE_CHARS, Engine
 from wyoming_hayakoe.engine.limits import FRONT_MAX_FRAMES, fitting_parts, frames_per_id, part_limits
 from wyoming_hayakoe.engine.settings import BOUNDS, SynthesisSettings
 from wyoming_hayakoe.engine.speech import synthesize
+from wyoming_hayakoe.runtime.frame_cap import MAX_FRAMES, cap_frames
 from wyoming_hayakoe.text import Frontend
 
 VOICE = "standin-a"
@@ -87,6 +90,37 @@ def test_a_sentence_too_long_for_one_run_is_spoken_in_parts(standin_dir: Path, m
     audio = np.concatenate(list(synthesize(engine, sentence, VOICE, settings)))
     assert len(seen) > 1 and max(seen) <= part_limits(settings)[0]
     assert "".join(spoken) == sentence and len(audio) > 0
+
+
+def test_a_front_run_never_makes_more_than_the_frame_cap(standin_dir: Path, model_cache: Path) -> None:
+    """Whatever the durations draw, one front run makes at most MAX_FRAMES frames, and the flow's memory
+    (quadratic in them) stays bounded; below the cap the durations are untouched. Here the draw is forced
+    past the cap with a text longer than one part at the longest length_scale, through the engine's own
+    prepared front (as an unlucky draw of spread-out durations does within a part)."""
+    engine = Engine.load([standin_dir], voices=[VOICE], cache_dir=model_cache)
+    voice = engine.voice(VOICE)
+    quiet = SynthesisSettings(noise_scale=0.0, noise_w_scale=0.0)
+    short = voice.frontend.phonemize("あ" * 40)
+    one = voice.front(short, engine.bert.features(short), quiet)[0].shape[-1]
+    long = voice.frontend.phonemize("あ" * 160)
+    latent, _ = voice.front(long, engine.bert.features(long), replace(quiet, length_scale=LONGEST_SCALE))
+    expected = one * (160 / 40) * LONGEST_SCALE
+    assert expected > 1.2 * MAX_FRAMES, expected  # the draw does pass the cap
+    assert 0.9 * MAX_FRAMES <= latent.shape[-1] <= MAX_FRAMES
+
+
+def test_a_synthesizer_whose_durations_cannot_be_found_is_left_as_it_was() -> None:
+    """No duration rounding read by a path's CumSum: the graph is not touched and the reason is given."""
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Ceil", ["x"], ["y"])],
+        "no-path",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 1, 4])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 1, 4])],
+    )
+    model = onnx.helper.make_model(graph)
+    before = model.SerializeToString()
+    assert "0 duration roundings" in cap_frames(model)
+    assert model.SerializeToString() == before
 
 
 # ---------------------------------------------------- through a server --

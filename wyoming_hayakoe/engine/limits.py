@@ -17,6 +17,8 @@ voice (about 850 MiB when idle, plus up to about 100 MiB of dictionary and
 embedding pages that long texts touch) peaks under 1.3 GiB on any text.
 A sentence is cut into parts whose phonemes fit (`fitting_parts`); the pause
 pass over a whole text runs only if the whole text fits (`fits_one_pass`).
+Durations drawn far past the estimate are scaled down inside the prepared
+synthesizer (runtime/frame_cap.py, MAX_FRAMES), so no draw passes that bound.
 """
 
 from __future__ import annotations
@@ -36,8 +38,8 @@ PASS_MAX_TOKENS = 800
 # noise_w_scale spreads the stochastic duration predictor's log-durations,
 # and the mean of their exponential grows about as exp(0.2 × spread²): at
 # the largest spread the settings allow (2) 5.4-7.3 were measured. There
-# single phones are sometimes seconds long, so a part's frames, and the
-# front's memory, can exceed the estimate on an unlucky draw.
+# single phones are sometimes seconds long, so a part's frames can exceed
+# the estimate on an unlucky draw, up to the synthesizer's MAX_FRAMES.
 FRAMES_PER_ID = 3.5
 DURATION_SPREAD_GROWTH = 0.2
 

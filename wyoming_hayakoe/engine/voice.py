@@ -281,6 +281,12 @@ class Voice:
             _LOGGER.warning(
                 "%s cannot be split (%s): audio comes per sentence", files.synthesizer, loaded.unsplit_reason
             )
+        if loaded.entry is not None and loaded.entry.uncapped_reason:
+            _LOGGER.warning(
+                "The frames of one run of %s are not capped (%s): very spread-out durations may take much memory",
+                files.synthesizer,
+                loaded.entry.uncapped_reason,
+            )
         if loaded.no_stream_reason:
             _LOGGER.warning(
                 "The decoder of %s cannot stream exactly (%s): decoding in overlapping slices",

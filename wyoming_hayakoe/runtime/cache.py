@@ -205,6 +205,7 @@ class PreparedModel:
     stream: StreamSpec | None = None  # how to run the DECODER_STEP part, when there is one
     no_stream_reason: str = ""  # why a split decoder could not be rewritten into one
     unmeasured: bool = False  # on ONNX Runtime f32 until `ModelCache.measure` has chosen the step model's runtime
+    uncapped_reason: str = ""  # why a synthesizer's frames per run could not be capped (frame_cap.py)
 
     def runtime(self, part: str) -> RuntimeChoice:
         return self.runtimes.get(part, RuntimeChoice())
@@ -257,7 +258,17 @@ def native_lower_precision(cpuinfo: str | None = None) -> str | None:
 def _code_signature() -> str:
     """The cache, the optimizer and the splitter: a change in how models are prepared invalidates the cache."""
     digest = hashlib.sha256()
-    modules = ("cache.py", "optimize.py", "split.py", "stream.py", "aivmx.py", "measure.py", "deconv.py", "openvino.py")
+    modules = (
+        "cache.py",
+        "optimize.py",
+        "split.py",
+        "frame_cap.py",
+        "stream.py",
+        "aivmx.py",
+        "measure.py",
+        "deconv.py",
+        "openvino.py",
+    )
     for module in modules:
         digest.update((Path(__file__).with_name(module)).read_bytes())
     return digest.hexdigest()
@@ -640,4 +651,5 @@ def _read_manifest(entry: Path, split: bool) -> PreparedModel | None:
         spec,
         manifest.get("no_stream_reason", ""),
         manifest.get("unmeasured", False) is True,
+        str(manifest.get("uncapped_reason", "")),
     )

@@ -138,9 +138,17 @@ def _prepare_into(source: Path, out: Path, split: bool, request: RuntimeRequest 
         model, config = _convert_aivmx(source, out, manifest)
     halves = None
     if split:
-        from .split import Unsplittable, split_synthesizer  # imports onnx: only ever in this child
+        import onnx  # only ever in this child
+
+        from .frame_cap import cap_frames
+        from .split import Unsplittable, split_synthesizer
 
         steps("splitting the synthesizer")
+        if isinstance(model, Path):
+            model = onnx.load(str(model))  # external data, if any, is read from beside the file
+        uncapped_reason = cap_frames(model)
+        if uncapped_reason:
+            manifest["uncapped_reason"] = uncapped_reason
         try:
             halves = split_synthesizer(model, config)
         except Unsplittable as err:
