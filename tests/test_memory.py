@@ -106,7 +106,7 @@ def test_a_front_run_never_makes_more_than_the_frame_cap(standin_dir: Path, mode
     latent, _ = voice.front(long, engine.bert.features(long), replace(quiet, length_scale=LONGEST_SCALE))
     expected = one * (160 / 40) * LONGEST_SCALE
     assert expected > 1.2 * MAX_FRAMES, expected  # the draw does pass the cap
-    assert 0.9 * MAX_FRAMES <= latent.shape[-1] <= MAX_FRAMES
+    assert 0.8 * MAX_FRAMES <= latent.shape[-1] <= MAX_FRAMES  # each phone's rounding down costs under a frame
 
 
 def test_a_synthesizer_whose_durations_cannot_be_found_is_left_as_it_was() -> None:

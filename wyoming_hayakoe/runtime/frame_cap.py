@@ -20,9 +20,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 from .split import graphs
 
-# About 35 s of audio at 44.1 kHz, 1.4 times the most the engine's limits
-# expect of a run (FRONT_MAX_FRAMES); the flow takes some 500 MB there.
-MAX_FRAMES = 3000
+# About 30 s of audio at 44.1 kHz, a quarter more than the most the engine's
+# limits expect of a run (FRONT_MAX_FRAMES): ordinary durations never reach
+# it. A full-size front's run takes some 550 MB there.
+MAX_FRAMES = 2600
 
 _ELEMENTWISE = {"Mul", "Exp", "Add", "Sub", "Div", "Neg", "Relu", "Clip", "Max", "Min", "Sqrt"}
 
