@@ -17,6 +17,7 @@ from pathlib import Path
 import ha_client as ha
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 
 from tools.memory_curve import WORST_CHARACTER, real_text
@@ -121,6 +122,40 @@ def test_a_synthesizer_whose_durations_cannot_be_found_is_left_as_it_was() -> No
     before = model.SerializeToString()
     assert "0 duration roundings" in cap_frames(model)
     assert model.SerializeToString() == before
+
+
+def test_durations_summed_through_other_ops_are_capped_and_left_exact_below_the_cap() -> None:
+    """An export that squeezes the rounded durations before the path's CumSum: still capped, and only past it."""
+    helper = onnx.helper
+    nodes = [
+        helper.make_node("Ceil", ["w"], ["rounded"]),
+        helper.make_node("Squeeze", ["rounded", "axis"], ["flat"]),
+        helper.make_node("CumSum", ["flat", "last"], ["ends"]),
+        helper.make_node("ReduceSum", ["rounded"], ["frames"], keepdims=0),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "squeezed",
+        [helper.make_tensor_value_info("w", onnx.TensorProto.FLOAT, [1, 1, 4])],
+        [
+            helper.make_tensor_value_info("ends", onnx.TensorProto.FLOAT, [1, 4]),
+            helper.make_tensor_value_info("frames", onnx.TensorProto.FLOAT, []),
+        ],
+        [onnx.numpy_helper.from_array(np.array([1]), "axis"), onnx.numpy_helper.from_array(np.array(1), "last")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    assert cap_frames(model, max_frames=100) == ""
+    onnx.checker.check_model(model)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+    def run(durations: list[float]) -> tuple[np.ndarray, float]:
+        ends, frames = session.run(None, {"w": np.array([[durations]], dtype=np.float32)})
+        return ends, float(frames)
+
+    ends, frames = run([10.2, 20.5, 30.0, 5.1])  # 68 frames: under the cap, exactly as before
+    assert frames == 68 and ends.tolist() == [[11, 32, 62, 68]]
+    ends, frames = run([100.0, 200.0, 50.5, 49.5])  # 401 frames: scaled to fit, in proportion
+    assert frames <= 100 and ends.tolist() == [[24, 73, 85, 97]]
 
 
 # ---------------------------------------------------- through a server --

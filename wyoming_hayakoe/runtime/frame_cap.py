@@ -51,16 +51,35 @@ def _element_type(graph: onnx.GraphProto, tensor: str) -> int | None:
     return None
 
 
+# Ops an exporter may put between the rounding and the path's CumSum without changing the values.
+_PASS_THROUGH = {"Cast", "Squeeze", "Unsqueeze", "Reshape", "Identity"}
+
+
+def _summed_tensors(graph: onnx.GraphProto) -> set[str]:
+    """The tensors a CumSum adds up, directly or through a few value-preserving ops."""
+    producers = {out: node for node in graph.node for out in node.output}
+    found = {node.input[0] for node in graph.node if node.op_type == "CumSum" and node.input}
+    frontier = set(found)
+    for _ in range(3):
+        frontier = {
+            producers[name].input[0]
+            for name in frontier
+            if name in producers and producers[name].op_type in _PASS_THROUGH and producers[name].input
+        }
+        found |= frontier
+    return found
+
+
 def cap_frames(model: onnx.ModelProto, max_frames: int = MAX_FRAMES) -> str:
     """Rewrite `model` (a whole synthesizer) so its durations never sum past `max_frames`.
 
     Returns "" when done, else why the graph was left as it was.
     """
     graph = model.graph
-    readers = {name for node in graph.node if node.op_type == "CumSum" for name in node.input[:1]}
-    rounding = [node for node in graph.node if node.op_type == "Ceil" and node.output[0] in readers]
+    summed = _summed_tensors(graph)
+    rounding = [node for node in graph.node if node.op_type == "Ceil" and node.output[0] in summed]
     if len(rounding) != 1:
-        return f"{len(rounding)} duration roundings (Ceil read by CumSum) where one was expected"
+        return f"{len(rounding)} duration roundings (a Ceil that a CumSum adds up) where one was expected"
     durations = rounding[0].output[0]
     if _element_type(graph, rounding[0].input[0]) != TensorProto.FLOAT:
         return "the durations are not float32"
