@@ -95,7 +95,7 @@ def test_a_sentence_too_long_for_one_run_is_spoken_in_parts(standin_dir: Path, m
 
 def test_a_front_run_never_makes_more_than_the_frame_cap(standin_dir: Path, model_cache: Path) -> None:
     """Whatever the durations draw, one front run makes at most MAX_FRAMES frames, and the flow's memory
-    (quadratic in them) stays bounded; below the cap the durations are untouched. Here the draw is forced
+    (quadratic in them) stays bounded. Here the draw is forced
     past the cap with a text longer than one part at the longest length_scale, through the engine's own
     prepared front (as an unlucky draw of spread-out durations does within a part)."""
     engine = Engine.load([standin_dir], voices=[VOICE], cache_dir=model_cache)

@@ -28,11 +28,10 @@ MAX_FRAMES = 2600
 _ELEMENTWISE = {"Mul", "Exp", "Add", "Sub", "Div", "Neg", "Relu", "Clip", "Max", "Min", "Sqrt"}
 
 
-def _element_type(graph: onnx.GraphProto, tensor: str) -> int | None:
+def _element_type(graph: onnx.GraphProto, producers: dict[str, onnx.NodeProto], tensor: str) -> int | None:
     """The element type of `tensor`, from a declaration, a Cast or the elementwise ops it comes from."""
     declared = {v.name: v.type.tensor_type.elem_type for v in [*graph.input, *graph.value_info, *graph.output]}
     declared.update({t.name: t.data_type for t in graph.initializer})
-    producers = {out: node for node in graph.node for out in node.output}
     pending, seen = [tensor], set()
     while pending:
         name = pending.pop()
@@ -55,9 +54,8 @@ def _element_type(graph: onnx.GraphProto, tensor: str) -> int | None:
 _PASS_THROUGH = {"Cast", "Squeeze", "Unsqueeze", "Reshape", "Identity"}
 
 
-def _summed_tensors(graph: onnx.GraphProto) -> set[str]:
+def _summed_tensors(graph: onnx.GraphProto, producers: dict[str, onnx.NodeProto]) -> set[str]:
     """The tensors a CumSum adds up, directly or through a few value-preserving ops."""
-    producers = {out: node for node in graph.node for out in node.output}
     found = {node.input[0] for node in graph.node if node.op_type == "CumSum" and node.input}
     frontier = set(found)
     for _ in range(3):
@@ -76,12 +74,13 @@ def cap_frames(model: onnx.ModelProto, max_frames: int = MAX_FRAMES) -> str:
     Returns "" when done, else why the graph was left as it was.
     """
     graph = model.graph
-    summed = _summed_tensors(graph)
+    producers = {out: node for node in graph.node for out in node.output}
+    summed = _summed_tensors(graph, producers)
     rounding = [node for node in graph.node if node.op_type == "Ceil" and node.output[0] in summed]
     if len(rounding) != 1:
         return f"{len(rounding)} duration roundings (a Ceil that a CumSum adds up) where one was expected"
     durations = rounding[0].output[0]
-    if _element_type(graph, rounding[0].input[0]) != TensorProto.FLOAT:
+    if _element_type(graph, producers, rounding[0].input[0]) != TensorProto.FLOAT:
         return "the durations are not float32"
     names = {name for g in graphs(graph) for node in g.node for name in (*node.input, *node.output)}
     prefix = "frame_cap/"
