@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -53,9 +54,8 @@ async def test_a_streamed_sentence_that_grows_when_rewritten_is_spoken_in_bounde
     monkeypatch.setattr(engine, "render_sentence", recording)
     chunks: list[bytes] = []
 
-    async def write(event: Event) -> None:
-        if AudioChunk.is_type(event.type):
-            chunks.append(AudioChunk.from_event(event).audio)
+    async def write(events: Sequence[Event]) -> None:
+        chunks.extend(AudioChunk.from_event(event).audio for event in events if AudioChunk.is_type(event.type))
 
     speech = Speech(engine, VOICE, QUIET)
     out = AudioOut(write, speech.voice.sample_rate, 1024)

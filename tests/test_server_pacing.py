@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -22,6 +22,7 @@ import pytest
 from decoders import PausedBeforeCall, SlowStreamingDecoder, UnevenStreamingDecoder
 from wyoming.audio import AudioChunk, AudioStop
 from wyoming.client import AsyncTcpClient
+from wyoming.event import Event
 from wyoming.tts import Synthesize
 
 from tools.listener import Listening, listen
@@ -30,6 +31,7 @@ from wyoming_hayakoe.engine.settings import SynthesisSettings
 from wyoming_hayakoe.engine.speech import synthesize
 from wyoming_hayakoe.runtime.models import StreamingDecoder
 from wyoming_hayakoe.server.app import build_service
+from wyoming_hayakoe.server.audio import AudioOut
 from wyoming_hayakoe.server.config import ServerConfig
 from wyoming_hayakoe.server.handler import HayakoeHandler
 from wyoming_hayakoe.server.listener import Listener
@@ -196,3 +198,28 @@ def test_the_listener_tells_a_stall_mid_word_from_a_wait_in_a_pause() -> None:
     assert between.heard_by == pytest.approx(0.9 + 0.58)
     in_time = listen([(0.0, voice), (0.4, voice)], rate)
     assert in_time.waits_mid_sentence == in_time.waits_at_boundaries == [] and in_time.heard_by == pytest.approx(1.0)
+
+
+async def test_each_piece_of_audio_goes_to_the_connection_in_one_write() -> None:
+    """A throttled machine may pause the server between two writes (cpulimit stops it for most of a
+    second): the pacing plans for pauses between pieces, but one between a piece's chunks stopped the
+    listener mid-word. So a piece's chunks are written together, in order, with their timestamps."""
+    writes: list[list[Event]] = []
+
+    async def write(events: Sequence[Event]) -> None:
+        writes.append(list(events))
+
+    out = AudioOut(write, 1000, samples_per_chunk=100)
+    first, second = np.arange(250, dtype=np.int16), np.arange(120, dtype=np.int16)
+    await out.add(first)
+    await out.add(second)
+    await out.stop()
+    assert [[event.type for event in events] for events in writes] == [
+        ["audio-start"],
+        ["audio-chunk"] * 3,
+        ["audio-chunk"] * 2,
+        ["audio-stop"],
+    ]
+    chunks = [AudioChunk.from_event(event) for event in writes[1] + writes[2]]
+    assert np.array_equal(np.frombuffer(b"".join(c.audio for c in chunks), "<i2"), np.concatenate([first, second]))
+    assert [c.timestamp for c in chunks] == [0, 100, 200, 250, 350]

@@ -35,6 +35,7 @@ class Listening:
     heard_by: float  # seconds from the request until the last sample was played
     waits_mid_sentence: list[float] = field(default_factory=list)
     waits_at_boundaries: list[float] = field(default_factory=list)
+    mid_sentence_at: list[float] = field(default_factory=list)  # seconds into the audio of each mid-sentence wait
 
 
 def _in_pause(quiet: np.ndarray, position: int, rate: int) -> bool:
@@ -59,6 +60,8 @@ def listen(chunks: Sequence[tuple[float, np.ndarray]], rate: int, min_wait: floa
         if position and wait >= min_wait:
             at_boundary = _in_pause(quiet, position, rate)
             (result.waits_at_boundaries if at_boundary else result.waits_mid_sentence).append(wait)
+            if not at_boundary:
+                result.mid_sentence_at.append(position / rate)
         result.heard_by = max(result.heard_by, arrival) + len(samples) / rate
         position += len(samples)
     return result

@@ -24,12 +24,13 @@ is a short silence. Malformed events get error `bad-request` and the connection 
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
 
-from wyoming.event import Event, async_write_event
+from wyoming.event import Event, write_event
 from wyoming.info import Describe
 from wyoming.ping import Ping, Pong
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
@@ -155,7 +156,15 @@ class HayakoeHandler:
         _LOGGER.debug("%s disconnected", self.peer)
 
     async def write_event(self, event: Event) -> None:
-        await async_write_event(event, self.writer)
+        await self.write_events([event])
+
+    async def write_events(self, events: Sequence[Event]) -> None:
+        """`events` in one write to the connection, so that nothing can pause the server between them."""
+        buffer = io.BytesIO()
+        for event in events:
+            write_event(event, buffer)
+        self.writer.write(buffer.getvalue())
+        await self.writer.drain()
 
     def _respond(self, respond: Callable[[], Awaitable[None]], lane: Lane | None = None) -> None:
         """Run `respond` after every earlier response on this connection has been written."""
@@ -340,7 +349,7 @@ class HayakoeHandler:
             service.check_length(len(text))
             if not text.strip():  # nothing to say: no model work, so never busy
                 rate = service.engine.voice(voice_name).sample_rate
-                out = AudioOut(self.write_event, rate, service.options.samples_per_chunk)
+                out = AudioOut(self.write_events, rate, service.options.samples_per_chunk)
                 self._respond(lambda: self._end(label, out, None, why_silent="the text is blank"))
                 return
             lane = service.open_lane(label)
@@ -355,7 +364,7 @@ class HayakoeHandler:
     ) -> None:
         engine = self.service.engine
         speech = Speech(engine, voice_name, settings, label)
-        out = AudioOut(self.write_event, speech.voice.sample_rate, self.service.options.samples_per_chunk)
+        out = AudioOut(self.write_events, speech.voice.sample_rate, self.service.options.samples_per_chunk)
         error: RequestError | None = None
         try:
             if _LOGGER.isEnabledFor(logging.DEBUG):
@@ -433,7 +442,7 @@ class HayakoeHandler:
             error = await stream.error()
         else:
             speech, lane = stream.speech, stream.lane
-            out = AudioOut(self.write_event, speech.voice.sample_rate, self.service.options.samples_per_chunk)
+            out = AudioOut(self.write_events, speech.voice.sample_rate, self.service.options.samples_per_chunk)
             try:
                 async for sentence in stream.sentences():
                     spoken.append(sentence)
