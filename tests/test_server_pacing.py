@@ -172,13 +172,19 @@ async def test_a_server_slowed_after_its_first_request_keeps_sentences_whole_fro
         assert listening.waits_mid_sentence == [], listening
 
 
-async def test_a_machine_that_decodes_unevenly_still_keeps_sentences_whole(engine: Engine) -> None:
-    """A throttled or busy machine does not slow every run alike: here three runs in four are fast and the
-    fourth takes the rest, 1.5 s per second of audio on average. A speed that a few fast runs pull down
-    would release a sentence that the next slow run then stalls; the pacing plans with the slower of a
-    quick and a steady average, so each sentence is held until it plays through."""
+@pytest.mark.parametrize(
+    "speeds", [(0.1, 0.1, 0.1, 5.7), (0.1,) * 6 + (3.0,) * 3], ids=["one-slow-run", "slow-runs-in-a-row"]
+)
+async def test_a_machine_that_decodes_unevenly_still_keeps_sentences_whole(
+    engine: Engine, speeds: tuple[float, ...]
+) -> None:
+    """A throttled or busy machine does not slow every run alike: here most runs are fast and one or three
+    in a row take the rest (1.5 and 1.07 s per second of audio on average; cpulimit stops a process for
+    most of a second, every two or three runs). A speed that a few fast runs pull down would release a
+    sentence that the next slow runs then stall; the pacing plans with the slower of a quick and a steady
+    average, and lets the recent slow runs come first, so each sentence is held until it plays through."""
     rate, hop = engine.voice(VOICE).sample_rate, engine.voice(VOICE).config.hop_length
-    uneven = partial(UnevenStreamingDecoder, rate=rate, hop=hop, speeds=(0.1, 0.1, 0.1, 5.7))
+    uneven = partial(UnevenStreamingDecoder, rate=rate, hop=hop, speeds=speeds)
     async with serving(engine, uneven) as port:
         await ha.synthesize("127.0.0.1", port, TEXT, VOICE, timeout=300)  # the warm-up's few runs were fast
         results = [await ha.synthesize("127.0.0.1", port, TEXT, VOICE, timeout=300) for _ in range(4)]

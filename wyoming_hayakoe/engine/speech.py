@@ -204,19 +204,20 @@ class Speech:
 
     def _may_start(self, held_samples: int, rest: tuple[DecodeRun, ...]) -> bool:
         """Whether a part may start playing now: each run still to come arrives before playback needs it,
-        at the voice's decoding speed with a margin, one of them as slow as the slowest recent run (a busy
-        or throttled machine's runs are uneven). Not measured yet, the decoder is taken to keep up."""
+        at the voice's decoding speed with a margin, the recent runs slower than that coming first (a busy
+        or throttled machine's runs are uneven, its slow ones often in a row). Not measured yet, the
+        decoder is taken to keep up."""
         factor = self.voice.decode_factor
         if factor is None:
             return True
         rate = self.voice.sample_rate
         playable = self._audio_ahead() + held_samples / rate  # the listener's audio once this goes out
         planned = DECODE_SPEED_MARGIN * factor
-        slowest = self.voice.slowest_recent_factor or factor
-        # one of the runs to come may be as slow as the slowest recent one
-        decoding = max(0.0, slowest - planned) * rest[0].decoded / rate if rest else 0.0
-        for later in rest:
-            decoding += planned * later.decoded / rate
+        slow_first = self.voice.recent_factors
+        decoding = 0.0
+        for index, later in enumerate(rest):
+            speed = max(planned, slow_first[index]) if index < len(slow_first) else planned
+            decoding += speed * later.decoded / rate
             if decoding > playable:
                 return False
             playable += later.audio / rate

@@ -93,7 +93,7 @@ DECODE_SPEED_MARGIN = 1.25
 # machine's uneven timings from releasing a sentence early.
 QUICK_SPEED_WEIGHT = 0.3
 STEADY_SPEED_WEIGHT = 0.1
-# Runs whose slowest one the pacing allows for once more (Voice.slowest_recent_factor).
+# Runs whose speeds the pacing expects again, the slowest first (Voice.recent_factors).
 RECENT_RUNS = 8
 
 
@@ -468,10 +468,10 @@ class Voice:
         self._recent_factors.clear()
 
     @property
-    def slowest_recent_factor(self) -> float | None:
-        """The slowest of the last RECENT_RUNS runs (seconds per second of audio; `decode_factor` before any):
-        a busy machine's next run may be as slow again, whatever the average says."""
-        return max(self._recent_factors, default=self.decode_factor)
+    def recent_factors(self) -> tuple[float, ...]:
+        """The last RECENT_RUNS runs' seconds per second of audio, the slowest first: a busy or throttled
+        machine's next runs may be as slow again, in a row, whatever the average says."""
+        return tuple(sorted(self._recent_factors, reverse=True))
 
     def measured_decode_factor(self) -> float | None:
         """The decoder's speed as its runtime was measured on this machine (runtime/measure.py), if it was:
