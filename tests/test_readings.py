@@ -641,9 +641,12 @@ def test_iteration_marks(text: str, reading: str, reader: HomeAssistantReader):
         # Names in capitals are words: from OpenJTalk's dictionary, as romaji, or as English.
         ("YOASOBIの曲", "ヨアソビノキョク"), ("NASAの発表", "ナサノハッピョー"), ("SUUMOで探す", "スウモデサガス"),
         ("WARNINGです", "ワーニングデス"),
-        # Acronyms that cannot be said are spelled: a table, short capitals, no vowels to say.
+        # Names that are neither English to e2k's model nor romaji, but can be said syllable by syllable.
+        ("UNIQLOで買った", "ユニクロデカッタ"), ("ATLUSの新作", "アトラスノシンサク"), ("ASCIIコード", "アスキーコード"),
+        # Acronyms that cannot be said are spelled: a table, short capitals, letters no syllable is made of.
         ("USB", "ユーエスビー"), ("LED", "エルイーディー"), ("HDMI", "エイチディーエムアイ"), ("KDDI", "ケーディーディーアイ"),
-        ("SIM", "エスアイエム"),
+        ("SIM", "エスアイエム"), ("TSMCの工場", "ティーエスエムシーノコージョー"), ("MYSQLのデータ", "エムワイエスキューエルノデータ"),
+        ("IEEE", "アイトリプルイー"),
     ],
 )  # fmt: skip
 def test_capitals_are_names_or_acronyms(text: str, reading: str, reader: HomeAssistantReader):

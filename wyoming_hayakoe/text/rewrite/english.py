@@ -34,7 +34,7 @@ WORD_READINGS = {
     "Email": "イーメール", "e-mail": "イーメール", "mail": "メール",
     "DM": "ディーエム", "SNS": "エスエヌエス", "VPN": "ブイピーエヌ", "DNS": "ディーエヌエス",
     "IP": "アイピー", "IPv4": "アイピーブイフォー", "IPv6": "アイピーブイロク", "ESP32": "イーエスピーサンニー",
-    "MQTT": "エムキューティーティー", "YAML": "ヤムル", "JSON": "ジェイソン", "HTTP": "エイチティーティーピー",
+    "MQTT": "エムキューティーティー", "OLED": "オーレッド", "YAML": "ヤムル", "JSON": "ジェイソン", "HTTP": "エイチティーティーピー",
     "HTTPS": "エイチティーティーピーエス", "PM2.5": "ピーエムニーテンゴ", "PM10": "ピーエムテン",
     "PM1": "ピーエムワン", "NO2": "エヌオーツー", "4K": "ヨンケー", "8K": "ハチケー",
     "5G": "ファイブジー", "4G": "フォージー", "LTE": "エルティーイー", "3D": "スリーディー",
@@ -201,10 +201,13 @@ class EnglishReader:
             return spell_letters(word)  # USB, NHK: an acronym
         c2k, ngram = STATE.e2k_models()
         lower = word.lower()
+        # An English word (WARNING, SESAME), else a Japanese name in romaji (YOASOBI), else a name
+        # spelled in English letters that e2k's model does not take for English but that can be said
+        # (UNIQLO, ATLUS), else an acronym (HDMI, KDDI: it cannot be said).
         kana = "".join(_KATAKANA_RE.findall(c2k(lower))) if ngram(lower) else ""
-        # An English word (WARNING, SESAME), else a Japanese name in romaji (YOASOBI),
-        # else an acronym (HDMI, KDDI: it cannot be said).
-        return kana or romaji_reading(word) or spell_letters(word)
+        if not kana:
+            kana = romaji_reading(word) or ("".join(_KATAKANA_RE.findall(c2k(lower))) if sayable(lower) else "")
+        return kana or spell_letters(word)
 
 
 #: Capitals shorter than this are an acronym unless a table or OpenJTalk's dictionary has them (USB, NHK, SIM);
@@ -256,6 +259,41 @@ def romaji_reading(word: str) -> str | None:
         position = found.end()
     reading = "".join(out)
     return reading if reading and reading[-1] != "ッ" else None
+
+
+#: Consonant letters a syllable can start with (before its vowel: English's and romaji's, kyo ryo tsu)
+#: and end with (after it).
+_ONSETS = frozenset(
+    "b c d f g h j k l m n p q r s t v w y z "
+    "bl br ch cl cr dr fl fr gl gr kl kn kr ph pl pr qu sc sh sk sl sm sn sp st sw th tr tw wh wr "
+    "by gy hy ky my ny py ry ts chr sch scr shr spl spr squ str thr".split()
+)  # fmt: skip
+_CODAS = frozenset(
+    "b c d f g h k l m n p q r s t v w x y z "
+    "ck ct ft gh ld lf lk ll lm lp ls lt mb mp nd ng nk ns nt ps pt rb rc rd rf rg rk rl rm rn rp rs rt "
+    "sh sk sp ss st th ts tz ch xt".split()
+)  # fmt: skip
+_VOWEL_RUN_RE = re.compile(r"[aeiou]+|(?<=[^aeiou])y(?![aeiou])")
+
+
+def sayable(lower: str) -> bool:
+    """Can these letters be said as one word, syllable by syllable (uniqlo, atlus), or only spelled (hdmi, kddi, mysql)?
+
+    Each run of consonants must be one an English word can start with (at
+    the start), end with (at the end), or, between two vowels, an ending and
+    a start; runs of vowels are at most two letters (not ieee).
+    """
+    vowels = list(_VOWEL_RUN_RE.finditer(lower))
+    if not vowels or any(len(v.group(0)) > 2 for v in vowels):
+        return False
+    first, last = lower[: vowels[0].start()], lower[vowels[-1].end() :]
+    if (first and first not in _ONSETS) or (last and last not in _CODAS):
+        return False
+    for before, after in zip(vowels, vowels[1:]):
+        run = lower[before.end() : after.start()]
+        if run and not any((not run[:cut] or run[:cut] in _CODAS) and run[cut:] in _ONSETS for cut in range(len(run))):
+            return False
+    return True
 
 
 # Boundaries inside CamelCase words: SwitchBot → Switch|Bot, ESPHome → ESP|Home.
