@@ -693,6 +693,21 @@ def test_no_rendaku_after_a_duration(text: str, reading: str, reader: HomeAssist
     assert canonical(read(text, reader)) == canonical(reading)
 
 
+@pytest.mark.parametrize(
+    "text,reading",
+    [
+        ("第1四半期の売上", "ダイイチシハンキノウリアゲ"), ("2020年第2四半期", "ニセンニジューネンダイニシハンキ"),
+        ("第4四半期", "ダイヨンシハンキ"),
+        # A multiplier after the figures is part of the number.
+        ("5千円", "ゴセンエン"), ("3万人", "サンマンニン"), ("2億年", "ニオクネン"),
+    ],
+)  # fmt: skip
+def test_a_number_in_figures_does_not_run_into_a_word_starting_with_a_kanji_digit(
+    text: str, reading: str, reader: HomeAssistantReader
+):
+    assert canonical(read(text, reader)) == canonical(reading)
+
+
 def test_a_duration_and_the_word_after_it_are_two_phrases(reader: HomeAssistantReader):
     assert [kana for kana, _ in phrases_of("5日間晴れ", reader)] == ["イツカカン", "ハレ"]
 

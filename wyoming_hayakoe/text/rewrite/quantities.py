@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from ..state import STATE
 from .numbers import MAX_NUMBER_DIGITS, number_words, spell_digits, spell_integer, spell_number
 from .times import MINUTE_WORDS, spell_minutes
 
@@ -126,7 +127,16 @@ def _quantity(m: re.Match[str]) -> str:
         words = _ORDINALS_EN.get(n) or (words + "番目")
     if currency:
         words += _CURRENCY_PREFIX[currency]
+    elif not unit and not m.group("nth") and m.string[m.end() : m.end() + 1] in _KANJI_DIGITS:
+        # 第3四半期: in kanji the number would run into the word after it (三四 サンヨン), so it is
+        # written as it is said (第サン四半期 ダイサンシハンキ).
+        words = STATE.native_reading(words) or words
     return prefix + words
+
+
+#: Kanji digits that start a word of their own after a number written in figures (四半期, 一戸建て);
+#: 十, 百, 千, 万 … after one multiply it (5千円) and are not among them.
+_KANJI_DIGITS = frozenset("〇一二三四五六七八九")
 
 
 def sub_number_signs(text: str) -> str:
