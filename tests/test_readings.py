@@ -708,6 +708,25 @@ def test_a_number_in_figures_does_not_run_into_a_word_starting_with_a_kanji_digi
     assert canonical(read(text, reader)) == canonical(reading)
 
 
+@pytest.mark.parametrize(
+    "text,reading",
+    [
+        # 風 after "this kind of" and before に or the copula: ふう, "manner".
+        ("そんな風に話す", "ソンナフーニハナス"), ("こういう風にして", "コーユーフーニシテ"), ("どんな風だった", "ドンナフーダッタ"),
+        ("という風に決めた", "トユーフーニキメタ"),
+        # The wind.
+        ("冷たい風に吹かれる", "ツメタイカゼニフカレル"), ("そんな風が吹いた", "ソンナカゼガフイタ"), ("風の便り", "カゼノタヨリ"),
+    ],
+)  # fmt: skip
+def test_fuu_meaning_manner_and_kaze_the_wind(text: str, reading: str, reader: HomeAssistantReader):
+    assert canonical(read(text, reader)) == canonical(reading)
+
+
+def test_fuu_goes_on_the_phrase_before_it_and_falls_after_its_fu(reader: HomeAssistantReader):
+    assert phrases_of("そんな風に", reader) == [("ソンナフーニ", 4)]
+    assert phrases_of("どんな風に", reader) == [("ドンナフーニ", 1)]  # one fall in a phrase: どんな's
+
+
 def test_a_duration_and_the_word_after_it_are_two_phrases(reader: HomeAssistantReader):
     assert [kana for kana, _ in phrases_of("5日間晴れ", reader)] == ["イツカカン", "ハレ"]
 

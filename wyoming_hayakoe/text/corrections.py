@@ -24,6 +24,10 @@ hayakoe's, in the tests) see the same G2P:
   ジュッ (十一点二 ジューイッテンニ, 八点 ハッテン), as OpenJTalk already says
   them before other counters; ッ before an h sound is said plain (五十ヘルツ
   ゴジューヘルツ), and ニー ゴー after the point short (零点三五 …サンゴ).
+* :func:`manner_fuu`: 風 after こんな, そういう, という … is the noun ふう,
+  "manner" (そんな風に ソンナフ↓ーニ), not the wind カゼ that
+  pyopenjtalk-plus gives it without its Sudachi pass; it goes on the phrase
+  before it, which falls after its フ unless it has fallen already.
 * :func:`one_phrase_numbers`: a number with its counter or unit is one
   accent phrase.  OpenJTalk cuts 二十三点五度 into ニ↓ジュー | サン↓テン |
   ゴ↓ド, three falls; said, it is one phrase whose pitch falls where that of
@@ -202,6 +206,35 @@ def numerals_as_said(features: list[Feature]) -> list[Feature]:
 
 
 _KATAKANA_RE = re.compile("[\u30a1-\u30fa\u30fc]+")
+
+
+#: How what follows 風 meaning "manner" starts: に, で, or the copula (だっ, な, です, じゃ).
+_AFTER_MANNER = ("に", "な", "だ", "で", "じゃ")
+
+
+def _says_which_kind(node: Feature) -> bool:
+    """A word that says "this kind of" before a noun: こんな, そういう, どんな … or the verb いう (という)."""
+    if node["pos"] == "連体詞":
+        return node["string"].endswith(("んな", "いう"))
+    return node["pos"] == "動詞" and node["pron"].replace(_DEVOICED_MARK, "") in ("イウ", "ユウ", "ユー")
+
+
+def manner_fuu(features: list[Feature]) -> list[Feature]:
+    """風 read カゼ between "this kind of" and に or the copula is ふう, "manner" (in place)."""
+    for index in range(1, len(features) - 1):
+        node, after = features[index], features[index + 1]
+        if (
+            node["string"] == "風"
+            and node["pron"] == "カゼ"
+            and _says_which_kind(features[index - 1])
+            and after["pos"] in ("助詞", "助動詞")
+            and after["string"].startswith(_AFTER_MANNER)
+        ):
+            start = _phrase_start(features, index - 1)
+            node.update(read="フウ", pron="フー", acc=1, chain_flag=1)
+            if int(features[start]["acc"]) == 0:  # an unaccented phrase falls after its フ
+                features[start]["acc"] = _morae(features, start, index) + 1
+    return features
 
 
 def _is_unit_word(node: Feature, previous: Feature | None) -> bool:
@@ -759,7 +792,7 @@ def correct(features: list[Feature], lexical: Sequence[int | None]) -> list[Feat
     features = you_falls_on_yo(flat_before_no(features))
     features = separable_prefixes(quotative_iu(features))
     features = adjectives_in_ku(requests_after_a_fall(features), lexical)
-    return one_phrase_numbers(numerals_as_said(no_rendaku_after_durations(features)))
+    return one_phrase_numbers(manner_fuu(numerals_as_said(no_rendaku_after_durations(features))))
 
 
 __all__ = [
@@ -771,6 +804,7 @@ __all__ = [
     "flat_before_no",
     "light_verbs_after_case_particles",
     "nai_before_conjunctions",
+    "manner_fuu",
     "numerals_as_said",
     "no_rendaku_after_durations",
     "one_phrase_numbers",
