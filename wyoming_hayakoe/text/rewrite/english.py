@@ -279,9 +279,9 @@ _VOWEL_RUN_RE = re.compile(r"[aeiou]+|(?<=[^aeiou])y(?![aeiou])")
 def sayable(lower: str) -> bool:
     """Can these letters be said as one word, syllable by syllable (uniqlo, atlus), or only spelled (hdmi, kddi, mysql)?
 
-    Each run of consonants must be one an English word can start with (at
-    the start), end with (at the end), or, between two vowels, an ending and
-    a start; runs of vowels are at most two letters (not ieee).
+    Each run of consonants must be one a syllable can start with (at the
+    start), end with (at the end), or, between two vowels, an ending, a start
+    or both (lexus, atlus); runs of vowels are at most two letters (not ieee).
     """
     vowels = list(_VOWEL_RUN_RE.finditer(lower))
     if not vowels or any(len(v.group(0)) > 2 for v in vowels):
@@ -291,7 +291,10 @@ def sayable(lower: str) -> bool:
         return False
     for before, after in zip(vowels, vowels[1:]):
         run = lower[before.end() : after.start()]
-        if run and not any((not run[:cut] or run[:cut] in _CODAS) and run[cut:] in _ONSETS for cut in range(len(run))):
+        if run and not any(
+            (not run[:cut] or run[:cut] in _CODAS) and (not run[cut:] or run[cut:] in _ONSETS)
+            for cut in range(len(run) + 1)
+        ):
             return False
     return True
 
