@@ -21,6 +21,7 @@ from wyoming_hayakoe.text.hayakoe.sentences import split_sentences
 from wyoming_hayakoe.text.rewrite import HomeAssistantReader, katakana_reading, needs_rewrite, safe_to_split
 from wyoming_hayakoe.text.rewrite.numbers import spell_integer, spell_number
 from wyoming_hayakoe.text.rewrite.quantities import UNITS
+from wyoming_hayakoe.text.state import STATE
 
 DATA = Path(__file__).parent / "data"
 HA_CORPUS = DATA / "ha_corpus.tsv"
@@ -706,6 +707,16 @@ def test_a_number_in_figures_does_not_run_into_a_word_starting_with_a_kanji_digi
     text: str, reading: str, reader: HomeAssistantReader
 ):
     assert canonical(read(text, reader)) == canonical(reading)
+
+
+def test_only_a_number_of_bounded_length_is_analysed_before_a_kanji_digit(
+    reader: HomeAssistantReader, monkeypatch: pytest.MonkeyPatch
+):
+    analysed: list[str] = []
+    native_reading = STATE.native_reading
+    monkeypatch.setattr(STATE, "native_reading", lambda word, **kw: analysed.append(word) or native_reading(word, **kw))
+    reader.rewrite("第3四半期と" + "1" * 5000 + "四半期")  # the long run is read digit by digit anyway
+    assert analysed and max(len(word) for word in analysed) <= 31
 
 
 @pytest.mark.parametrize(

@@ -127,9 +127,10 @@ def _quantity(m: re.Match[str]) -> str:
         words = _ORDINALS_EN.get(n) or (words + "番目")
     if currency:
         words += _CURRENCY_PREFIX[currency]
-    elif not unit and not m.group("nth") and m.string[m.end() : m.end() + 1] in _KANJI_DIGITS:
+    elif integer is not None and not unit and not m.group("nth") and m.string[m.end() : m.end() + 1] in _KANJI_DIGITS:
         # 第3四半期: in kanji the number would run into the word after it (三四 サンヨン), so it is
-        # written as it is said (第サン四半期 ダイサンシハンキ).
+        # written as it is said (第サン四半期 ダイサンシハンキ).  Only a number spelled as one (at
+        # most 31 characters): the analysis of a longer run of digits is not worth caching.
         words = STATE.native_reading(words) or words
     return prefix + words
 
