@@ -204,10 +204,9 @@ class EnglishReader:
         # An English word (WARNING, SESAME), else a Japanese name in romaji (YOASOBI), else a name
         # spelled in English letters that e2k's model does not take for English but that can be said
         # (UNIQLO, ATLUS), else an acronym (HDMI, KDDI: it cannot be said).
-        kana = "".join(_KATAKANA_RE.findall(c2k(lower))) if ngram(lower) else ""
-        if not kana:
-            kana = romaji_reading(word) or ("".join(_KATAKANA_RE.findall(c2k(lower))) if sayable(lower) else "")
-        return kana or spell_letters(word)
+        english = ngram(lower)
+        said = "".join(_KATAKANA_RE.findall(c2k(lower))) if english or sayable(lower) else ""
+        return (said if english else "") or romaji_reading(word) or said or spell_letters(word)
 
 
 #: Capitals shorter than this are an acronym unless a table or OpenJTalk's dictionary has them (USB, NHK, SIM);

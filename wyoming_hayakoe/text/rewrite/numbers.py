@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-_KANJI_DIGITS = "〇一二三四五六七八九"
+#: The kanji of the digits 0 to 9.
+KANJI_DIGITS = "〇一二三四五六七八九"
 _SMALL_UNITS = ((1000, "千"), (100, "百"), (10, "十"))
 _LARGE_UNITS = ((10**12, "兆"), (10**8, "億"), (10**4, "万"))
 #: Largest integer spelled as a number; longer digit strings are read digit by digit.
@@ -17,7 +18,7 @@ MAX_NUMBER_DIGITS = len(str(MAX_SPELLED))
 #: ニー and ゴー as in speech.
 _DIGIT_NAMES = ("ゼロ", "イチ", "ニー", "サン", "ヨン", "ゴー", "ロク", "ナナ", "ハチ", "キュー")
 #: Digits after a decimal point, one by one (三点一四 サンテンイチヨン; 〇 would be マル).
-_DECIMAL_DIGITS = ("ゼロ", *_KANJI_DIGITS[1:])
+_DECIMAL_DIGITS = ("ゼロ", *KANJI_DIGITS[1:])
 
 
 def _spell_below_10000(n: int) -> str:
@@ -25,9 +26,9 @@ def _spell_below_10000(n: int) -> str:
     for value, name in _SMALL_UNITS:
         digit, n = divmod(n, value)
         if digit:
-            out.append(("" if digit == 1 else _KANJI_DIGITS[digit]) + name)
+            out.append(("" if digit == 1 else KANJI_DIGITS[digit]) + name)
     if n:
-        out.append(_KANJI_DIGITS[n])
+        out.append(KANJI_DIGITS[n])
     return "".join(out)
 
 
@@ -100,6 +101,7 @@ def number_words(text: str) -> str:
 
 
 __all__ = [
+    "KANJI_DIGITS",
     "MAX_NUMBER_DIGITS",
     "MAX_SPELLED",
     "number_words",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from ..state import STATE
-from .numbers import MAX_NUMBER_DIGITS, number_words, spell_digits, spell_integer, spell_number
+from .numbers import KANJI_DIGITS, MAX_NUMBER_DIGITS, number_words, spell_digits, spell_integer, spell_number
 from .times import MINUTE_WORDS, spell_minutes
 
 _NUM = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?"
@@ -127,7 +127,12 @@ def _quantity(m: re.Match[str]) -> str:
         words = _ORDINALS_EN.get(n) or (words + "番目")
     if currency:
         words += _CURRENCY_PREFIX[currency]
-    elif integer is not None and not unit and not m.group("nth") and m.string[m.end() : m.end() + 1] in _KANJI_DIGITS:
+    elif (
+        integer is not None
+        and not unit
+        and not m.group("nth")
+        and m.string[m.end() : m.end() + 1] in _WORD_STARTING_DIGITS
+    ):
         # 第3四半期: in kanji the number would run into the word after it (三四 サンヨン), so it is
         # written as it is said (第サン四半期 ダイサンシハンキ).  Only a number spelled as one (at
         # most 31 characters): the analysis of a longer run of digits is not worth caching.
@@ -137,7 +142,7 @@ def _quantity(m: re.Match[str]) -> str:
 
 #: Kanji digits that start a word of their own after a number written in figures (四半期, 一戸建て);
 #: 十, 百, 千, 万 … after one multiply it (5千円) and are not among them.
-_KANJI_DIGITS = frozenset("〇一二三四五六七八九")
+_WORD_STARTING_DIGITS = frozenset(KANJI_DIGITS)
 
 
 def sub_number_signs(text: str) -> str:
