@@ -14,11 +14,14 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS_DIR = ROOT / "docs"
 ADDON_DOCS = ROOT / "addon" / "DOCS.md"
 REPO_URL = "https://github.com/wyoming-hayakoe/wyoming-hayakoe/blob/main/"
+# What Home Assistant's Documentation tab can show in one sitting (issue: at most about 12 KB).
+ADDON_DOCS_MAX_BYTES = 12 * 1024
 
 FENCE = re.compile(r"^(```|~~~).*?^\1", re.MULTILINE | re.DOTALL)
 CODE_SPAN = re.compile(r"`[^`\n]*`")
@@ -85,3 +88,14 @@ def test_the_readme_leads_to_every_page():
     linked = {resolved[0] for target in links(readme) if (resolved := resolve(readme, target))}
     for page in [*DOCS_DIR.glob("*.md"), ADDON_DOCS]:
         assert page.resolve() in linked, f"README.md does not link to {page.relative_to(ROOT)}"
+
+
+def test_addon_docs_japanese_first_with_every_option():
+    text = ADDON_DOCS.read_text(encoding="utf-8")
+    assert len(text.encode("utf-8")) <= ADDON_DOCS_MAX_BYTES, "addon/DOCS.md is too long for the Documentation tab"
+    japanese, marker, english = text.partition("\n## English")
+    assert marker and "\n## 日本語" in japanese, "addon/DOCS.md: the Japanese part comes first, then '## English'"
+    schema = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))["schema"]
+    for key in schema:
+        assert f"`{key}`" in japanese, f"option {key} is not described in Japanese"
+        assert f"### Option: `{key}`" in english, f"option {key} is not described in English"
