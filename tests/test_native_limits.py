@@ -16,7 +16,7 @@ from isolated import CURRENT, assert_survives, run_child
 
 from wyoming_hayakoe.text.user_dictionary import UserDictionaryError, parse_user_dictionary
 
-# The documented limits of a user dictionary entry (README, DOCS).
+# The documented limits of a user dictionary entry (docs/reading.md, addon/DOCS.md).
 MAX_SURFACE_CHARS = MAX_READING_CHARS = 100
 
 #: name → text; each is far past a crash threshold of unguarded pyopenjtalk.

@@ -172,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         default=None,
         metavar="FILE",
-        help="User dictionary: lines of 'surface, reading[, accent[, priority]]' (see the README)",
+        help="User dictionary: lines of 'surface, reading[, accent[, priority]]' (see docs/reading.md)",
     )
     add_cache_dir_argument(voices)
 

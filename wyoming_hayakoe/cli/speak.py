@@ -105,7 +105,7 @@ def main() -> int:
         "--dictionary",
         type=Path,
         metavar="FILE",
-        help="User dictionary: lines of 'surface, reading[, accent[, priority]]' (see the README)",
+        help="User dictionary: lines of 'surface, reading[, accent[, priority]]' (see docs/reading.md)",
     )
     parser.add_argument(
         "--threads", type=positive_int, default=None, help="CPU threads for inference (default: all cores)"
