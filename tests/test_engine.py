@@ -29,8 +29,10 @@ from wyoming_hayakoe.engine.voice import (
     Voice,
     decode_plan,
 )
-from wyoming_hayakoe.runtime.cache import ENTRY_LOCKS, MANIFEST, ModelCache, RuntimeRequest, cache_key
+from wyoming_hayakoe.runtime.cache import ENTRY_LOCKS, ModelCache, cache_key
+from wyoming_hayakoe.runtime.entry import MANIFEST
 from wyoming_hayakoe.runtime.loading import load_voice
+from wyoming_hayakoe.runtime.request import RuntimeRequest
 from wyoming_hayakoe.store import InvalidVoiceName, MissingModelFiles, find_bert, find_voice
 
 VOICE = "standin-a"

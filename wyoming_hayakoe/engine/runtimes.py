@@ -18,15 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..runtime import loading
-from ..runtime.cache import (
-    DECODER,
-    DECODER_STEP,
-    ChildStop,
-    ModelCache,
-    PreparationError,
-    PreparedModel,
-    RuntimeRequest,
-)
+from ..runtime.cache import ModelCache, PreparationError
+from ..runtime.children import ChildStop
+from ..runtime.entry import DECODER, DECODER_STEP, PreparedModel
+from ..runtime.request import RuntimeRequest
 from .voice import Voice
 
 _LOGGER = logging.getLogger(__name__)

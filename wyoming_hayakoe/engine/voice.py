@@ -15,8 +15,11 @@ from typing import Any
 import numpy as np
 
 from ..runtime import loading
-from ..runtime.cache import DECODER, ChildStop, ModelCache, PreparedModel, RuntimeChoice, RuntimeRequest
+from ..runtime.cache import ModelCache
+from ..runtime.children import ChildStop
+from ..runtime.entry import DECODER, PreparedModel, RuntimeChoice
 from ..runtime.models import Decoder, StreamingDecoder, SynthesisInputs, VoiceModels
+from ..runtime.request import RuntimeRequest
 from ..store import STYLE_VECTORS_FILE, VOICE_CONFIG_FILE, AivmxVoice, VoiceFiles, voice_license
 from ..text import Frontend, Phonemes
 from .settings import SynthesisSettings
