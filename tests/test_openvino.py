@@ -290,14 +290,14 @@ def test_the_relay_logs_progress_while_the_child_still_runs(tmp_path: Path, monk
                 seen.touch()
 
     monkeypatch.setattr(subprocess, "Popen", waiting_child)
-    caplog.set_level(logging.INFO, logger="wyoming_hayakoe.runtime.cache")
+    caplog.set_level(logging.INFO, logger="wyoming_hayakoe.runtime.children")
     handler = Seen()
-    logging.getLogger("wyoming_hayakoe.runtime.cache").addHandler(handler)
+    logging.getLogger("wyoming_hayakoe.runtime.children").addHandler(handler)
     try:
         with pytest.raises(PreparationError, match="exit code 5"):  # 5: it saw its line logged
             ModelCache(tmp_path / "cache").prepare(tmp_path / "model.onnx")
     finally:
-        logging.getLogger("wyoming_hayakoe.runtime.cache").removeHandler(handler)
+        logging.getLogger("wyoming_hayakoe.runtime.children").removeHandler(handler)
 
 
 @pytest.mark.parametrize("precision", ["bf16", "f16"])
@@ -316,7 +316,7 @@ def test_a_second_voice_of_the_same_architecture_is_checked_not_timed_again(
     standin_dir: Path, tmp_path: Path, caplog
 ) -> None:
     cache = ModelCache(tmp_path / "cache")
-    caplog.set_level(logging.INFO, logger="wyoming_hayakoe.runtime.cache")
+    caplog.set_level(logging.INFO, logger="wyoming_hayakoe.runtime.children")
     first = prepared_and_measured(cache, standin_dir / SYNTH, RuntimeRequest()).runtime("decoder_step")
     other = standin_dir / "onnx" / "speakers" / "standin-b" / "synthesizer.onnx"  # other weights, same shapes
     second = prepared_and_measured(cache, other, RuntimeRequest()).runtime("decoder_step")
@@ -416,24 +416,24 @@ def test_a_measured_voice_starts_knowing_its_decoding_speed_and_warms_up_only_to
 
     def count_runs(voice) -> list[int]:
         runs: list[int] = []
-        timed = voice._measure_decoding
-        monkeypatch.setattr(voice, "_measure_decoding", lambda *args: runs.append(1) or timed(*args))
+        timed = voice.speed.record
+        monkeypatch.setattr(voice.speed, "record", lambda *args: runs.append(1) or timed(*args))
         return runs
 
     engine = Engine.load([standin_dir], voices=[VOICE], cache_dir=cache)  # a warm start
     voice = engine.voice(VOICE)
-    assert voice.decode_factor == pytest.approx(speed) and voice.cold
+    assert voice.speed.factor == pytest.approx(speed) and voice.speed.cold
     runs = count_runs(voice)
     warm_up(engine)
-    assert len(runs) == 1 and not voice.cold  # one decoder run, after the BERT and the front
-    assert voice.decode_factor == pytest.approx(speed)  # a first run's time is not the machine's speed
+    assert len(runs) == 1 and not voice.speed.cold  # one decoder run, after the BERT and the front
+    assert voice.speed.factor == pytest.approx(speed)  # a first run's time is not the machine's speed
 
     forced = Engine.load([standin_dir], voices=[VOICE], cache_dir=cache, backend="onnxruntime")  # timed by nothing
     other = forced.voice(VOICE)
-    assert other.decode_factor is None and other.cold
+    assert other.speed.factor is None and other.speed.cold
     runs = count_runs(other)
     warm_up(forced)
-    assert len(runs) > 2 and other.decode_factor is not None  # its warm-up spoke the text and measured it
+    assert len(runs) > 2 and other.speed.factor is not None  # its warm-up spoke the text and measured it
 
 
 def _mapped_kib(folder: Path) -> tuple[int, int]:

@@ -19,12 +19,13 @@ from ..text import Frontend, Phonemes, split_sentences
 from ..text.hayakoe.sentences import cut_position
 from ..text.rewrite import HomeAssistantReader
 from .bert import BertEncoder
+from .decode_plan import SentenceAudio
 from .limits import fits_one_pass
 from .loudness import Levels
 from .pauses import BoundaryPause
 from .runtimes import RuntimeMeasuring, Unmeasured
 from .settings import SynthesisSettings
-from .voice import SentenceAudio, Voice
+from .voice import Voice
 
 _LOGGER = logging.getLogger(__name__)
 

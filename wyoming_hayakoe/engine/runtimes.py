@@ -75,7 +75,7 @@ class RuntimeMeasuring:
         def install() -> None:
             voice.models = models
             voice.runtimes = {**voice.runtimes, DECODER: choice}
-            voice.decode_factor = voice.measured_decode_factor() or voice.decode_factor
+            voice.speed.factor = voice.measured_decode_factor() or voice.speed.factor
             _LOGGER.log(
                 logging.WARNING if choice.disagreed else logging.INFO,
                 "Voice %s %s; measured after the start: %s",
