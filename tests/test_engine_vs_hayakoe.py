@@ -58,7 +58,7 @@ def oracle(standin_dir: Path):
 
 
 # Every f32 runtime auto can choose, and auto itself at f32, measured as a server measures it after its
-# start. A lower precision is not hayakoe's audio: it is held to 38 dB against f32 (test_openvino.py).
+# start. A lower precision is not hayakoe's audio: it is judged by ear against f32 (test_precision.py).
 RUNTIMES = [("onnxruntime", "f32"), ("openvino", "f32"), ("auto", "f32")]
 
 

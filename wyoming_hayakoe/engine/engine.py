@@ -10,9 +10,12 @@ from dataclasses import dataclass
 from itertools import zip_longest
 from pathlib import Path
 
+import numpy as np
+
 from ..runtime.cache import ModelCache, PreparationError
 from ..runtime.children import ChildStop
 from ..runtime.memory import available_memory, map_large_blocks_apart
+from ..runtime.reference import Reference
 from ..runtime.request import RuntimeRequest
 from ..store import AivmxVoice, BertFiles, aivmx_voices, find_bert, find_voice, installed_voices
 from ..text import Frontend, Phonemes, split_sentences
@@ -21,7 +24,7 @@ from ..text.rewrite import HomeAssistantReader
 from .bert import BertEncoder
 from .decode_plan import SentenceAudio
 from .limits import fits_one_pass
-from .loudness import Levels
+from .loudness import Levels, reference_latent
 from .pauses import BoundaryPause
 from .runtimes import RuntimeMeasuring, Unmeasured
 from .settings import SynthesisSettings
@@ -189,6 +192,7 @@ class Engine:
         loaded: list[Voice] = []
         stop = ChildStop()
         levels: Levels | None = None
+        references: dict[str, Future[tuple[np.ndarray, np.ndarray]]] = {}
         side_by_side = prepares_side_by_side()
         # The BERT loads on a thread of its own. Where the machine has the cores and the memory,
         # a second thread optimizes the voices' models ahead of their loading (a first start then
@@ -242,6 +246,8 @@ class Engine:
                         loaded.append(voice)
                         levels = levels or Levels(bert_loading.result(), cache.folder)
                         levelled.append(leveller.submit(levels.set, voice))
+                        if voice.entry is not None and voice.entry.unmeasured:  # what its measuring will judge on
+                            references[voice.name] = leveller.submit(reference_latent, voice, bert_loading.result())
                 for level in levelled:
                     level.result()
                 bert = bert_loading.result()
@@ -253,7 +259,11 @@ class Engine:
                 raise
         if levels is not None:
             levels.save()
-        unmeasured = [Unmeasured(voice, voice.entry) for voice in loaded if voice.entry and voice.entry.unmeasured]
+        unmeasured = [
+            Unmeasured(voice, voice.entry, Reference(*references[voice.name].result(), voice.sample_rate))
+            for voice in loaded
+            if voice.entry and voice.entry.unmeasured
+        ]
         return cls(bert, loaded, HomeAssistantReader(keep_words), RuntimeMeasuring(cache, request, unmeasured))
 
     @property

@@ -90,6 +90,17 @@ def reference_peak(voice: Voice, bert: BertEncoder, stop: threading.Event | None
     return peak
 
 
+def reference_latent(voice: Voice, bert: BertEncoder) -> tuple[np.ndarray, np.ndarray]:
+    """The latent z of the reference passage in `voice` (its sentences' joined along time) and the speaker
+    embedding g, as the voice's front makes them: what its decoder's runtimes are judged on (runtime/measure.py)."""
+    settings = replace(REFERENCE_SETTINGS, style=reference_style(voice))
+    latents = []
+    for sentence in split_sentences(REFERENCE_PASSAGE):
+        phonemes = voice.frontend.phonemize(sentence)
+        latents.append(voice.front(phonemes, bert.features(phonemes), settings))
+    return np.concatenate([z for z, _ in latents], axis=2), latents[0][1]
+
+
 def gain_for(peak: float) -> float:
     """The gain that brings `peak` to full scale, as hayakoe's peak normalization does."""
     return min(MAX_GAIN, CEILING / peak) if peak > 0 else 1.0

@@ -14,13 +14,16 @@ progress; a command line: at once, before it speaks).
 from __future__ import annotations
 
 import logging
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..runtime import loading
 from ..runtime.cache import ModelCache, PreparationError
 from ..runtime.children import ChildStop
 from ..runtime.entry import DECODER, DECODER_STEP, PreparedModel
+from ..runtime.reference import Reference
 from ..runtime.request import RuntimeRequest
 from .voice import Voice
 
@@ -32,10 +35,12 @@ Switch = Callable[[Callable[[], None]], None]
 
 @dataclass(frozen=True)
 class Unmeasured:
-    """A voice running on ONNX Runtime f32 until its entry's decoder is measured."""
+    """A voice running on ONNX Runtime f32 until its entry's decoder is measured on `reference`, its front's
+    output for the reference passage (loudness.reference_latent)."""
 
     voice: Voice
     entry: PreparedModel
+    reference: Reference
 
 
 class RuntimeMeasuring:
@@ -52,7 +57,12 @@ class RuntimeMeasuring:
         while self.pending and not self._stop.stopped:
             item = self.pending[0]
             try:
-                measured = self.cache.measure(item.entry, self.request, f"voice {item.voice.name}", self._stop)
+                with tempfile.TemporaryDirectory(prefix="wyoming-hayakoe-reference-") as folder:
+                    reference = Path(folder) / "reference.npz"
+                    item.reference.save(reference)
+                    measured = self.cache.measure(
+                        item.entry, self.request, f"voice {item.voice.name}", self._stop, reference
+                    )
                 install = self._installer(item.voice, measured)
             except Exception as err:  # the measurement, or the chosen runtime refusing to open its model here
                 if self._stop.stopped:

@@ -222,8 +222,11 @@ class ModelCache:
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
-    def measure(self, prepared: PreparedModel, request: RuntimeRequest, label: str, stop: ChildStop) -> PreparedModel:
-        """`prepared` with its decoder's runtime chosen by measuring, in a low-priority child (measure.py).
+    def measure(
+        self, prepared: PreparedModel, request: RuntimeRequest, label: str, stop: ChildStop, reference: Path
+    ) -> PreparedModel:
+        """`prepared` with its decoder's runtime chosen by measuring, in a low-priority child (measure.py),
+        on the latent saved in `reference` (reference.py).
 
         For an entry that is `unmeasured`; meant for a background thread: the
         child waits for any other process measuring in this folder, and
@@ -232,7 +235,7 @@ class ModelCache:
         with the reason (after `stop`: "stopped").
         """
         command = [sys.executable, "-m", MEASURER, str(prepared.entry.absolute()), *request_arguments(request)]
-        command += ["--parent", str(os.getpid())]
+        command += ["--reference", str(reference.absolute()), "--parent", str(os.getpid())]
         done = run_child(command, label, stop)
         if stop.stopped:
             raise PreparationError(f"Measuring {label} stopped", "stopped")

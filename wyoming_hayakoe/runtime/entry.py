@@ -34,6 +34,7 @@ class RuntimeChoice:
     precision: str = "f32"
     seconds: dict[str, float] = field(default_factory=dict)  # e.g. {"openvino f32": 0.15}, per `work`
     snr_db: dict[str, float] = field(default_factory=dict)  # each OpenVINO candidate against ONNX Runtime f32
+    log_mel_db: dict[str, list[float]] = field(default_factory=dict)  # each bf16/f16 one's: mean, worst frame
     failed: dict[str, str] = field(default_factory=dict)  # candidates not chosen because a check failed
     work: str = ""  # what was timed, e.g. "100 frames"
     note: str = ""  # e.g. why OpenVINO was not considered
@@ -58,6 +59,9 @@ class RuntimeChoice:
         timed = ", ".join(f"{name} {secs:.3g} s" for name, secs in sorted(self.seconds.items(), key=lambda i: i[1]))
         line = f"{part}: {timed} per {self.work} -> {self.label}" if timed else f"{part}: {self.label}"
         extra = [f"{name} rejected: {why}" for name, why in self.failed.items()] + ([self.note] if self.note else [])
+        if self.label in self.log_mel_db:  # a lower precision chosen: how far from f32 it sounds
+            mean, worst = self.log_mel_db[self.label]
+            extra.insert(0, f"{self.label} {mean:.2f} dB log-mel from onnxruntime f32, worst frame {worst:.1f} dB")
         return line + (f" ({'; '.join(extra)})" if extra else "")
 
 

@@ -9,12 +9,15 @@ varying length a decoder that cannot stream still decodes: that one stays
 on ONNX Runtime, unmeasured). It is converted to OpenVINO IR with its 1-D ConvTranspose
 widened (deconv.py), compiled at f32 (and at the lower precision this CPU
 computes natively: bf16 on x86 with AVX512_BF16 or AMX, f16 on ARMv8.2+
-cores with FP16 arithmetic), and run on the same input as ONNX Runtime f32
-(the front's latent of a made-up sentence): a warm-up, then the best of
-three timed runs. A candidate whose output disagrees with ONNX Runtime's
-(below `F32_MIN_SNR_DB` at f32, `LOWER_MIN_SNR_DB` at bf16 or f16, or
-another shape) is never chosen; of the rest, the fastest is. The losers'
-files are removed from the entry.
+cores with FP16 arithmetic), and run on the same input as ONNX Runtime f32:
+the voice's own front output for a reference passage (reference.py). Each
+candidate decodes it once for `judge`, the gate: at f32 its audio must
+match ONNX Runtime's to `F32_MIN_SNR_DB` (the same computation, summed in
+another order); at bf16 or f16 it must sound no further from f32 than Home
+Assistant's MP3 step (listening.py), as SNR cannot tell a trained decoder's
+harmless phase drift from damage. Then a warm-up and the best of three timed
+runs of its first `DECODER_FRAMES` frames. Of the candidates that pass, the
+fastest is chosen. The losers' files are removed from the entry.
 
 It never delays a first start: with `--backend auto`, the cache's entry
 starts on ONNX Runtime f32 and this module runs later as its own child
@@ -46,7 +49,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,15 +62,15 @@ from .deconv import conv_transposes_need_widening, widen_conv_transposes
 from .entry import (
     DECODER_STEP,
     DECODER_STEP_PLAIN,
-    FRONT,
     MANIFEST,
     OPENVINO_CACHE,
     RuntimeChoice,
     StreamSpec,
     write_manifest,
 )
-from .models import SynthesisInputs
-from .ort import OrtFront, Session, decode_streaming, open_session
+from .listening import Distance, log_mel_distance
+from .ort import Session, decode_streaming, open_session
+from .reference import Reference
 from .request import (
     BACKENDS,
     NO_OPENVINO,
@@ -81,17 +84,9 @@ from .request import (
 )
 
 F32_MIN_SNR_DB = 100.0  # f32 on another runtime: the same computation, only summed in another order
-# A lower precision must measure at least this against f32 on the voice itself. Home Assistant
-# re-encodes the audio to MP3 (V0) for media players, and that step alone measures 36.9 dB on
-# OpenJTalk speech (128 kbps: 25 dB): an error at 38 dB is smaller than what HA adds, far below
-# audibility. `--precision f32` keeps exact audio.
-LOWER_MIN_SNR_DB = 38.0
-SENTENCE_PHONES = 150  # about a long sentence
 DECODER_FRAMES = 100
 TIMED_RUNS = 3
 ORT_F32 = "onnxruntime f32"
-
-Outputs = tuple[np.ndarray, ...]
 
 
 class Steps:
@@ -113,72 +108,54 @@ def snr_db(reference: np.ndarray, test: np.ndarray) -> float:
     return float(10 * np.log10(max(float(np.sum(ref**2)), 1e-30) / max(noise, 1e-30)))
 
 
-def agreement(reference: Outputs, test: Outputs, minimum: float) -> tuple[float | None, str]:
-    """(the worst output's SNR against ONNX Runtime f32, "" if it passes or why it fails)."""
-    for ref, out in zip(reference, test):
-        if ref.shape != out.shape:
-            return None, f"output shape {list(out.shape)} instead of onnxruntime's {list(ref.shape)}"
-    snr = min(snr_db(ref, out) for ref, out in zip(reference, test))
-    if snr < minimum:
-        return snr, f"SNR {snr:.1f} dB against onnxruntime f32, below {minimum:g} dB"
-    return snr, ""
+@dataclass(frozen=True)
+class Verdict:
+    """A candidate's audio against ONNX Runtime f32's: its SNR, how far it sounds (lower precisions), and
+    why it fails ("" if it passes)."""
+
+    snr_db: float | None
+    distance: Distance | None
+    problem: str
 
 
-def vocabulary_sizes(model: onnx.ModelProto) -> dict[str, int]:
-    """Rows of the embedding tables the phone, tone and language ids index (x, tone, language)."""
-    tables = {t.name: t.dims for t in model.graph.initializer if len(t.dims) == 2}
-    sizes = {}
-    for node in model.graph.node:
-        if node.op_type == "Gather" and node.input[0] in tables and node.input[1] in ("x", "tone", "language"):
-            sizes[node.input[1]] = int(tables[node.input[0]][0])
-    return sizes
+def judge(reference: np.ndarray, audio: np.ndarray, precision: str, sample_rate: int) -> Verdict:
+    """The gate a candidate's `audio` of the reference passage must pass against ONNX Runtime f32's
+    `reference`: the same samples to `F32_MIN_SNR_DB` at f32; at bf16 or f16, no further by ear than
+    Home Assistant's MP3 V0 step (listening.py)."""
+    if audio.shape != reference.shape:
+        return Verdict(None, None, f"output shape {list(audio.shape)} instead of onnxruntime's {list(reference.shape)}")
+    snr = snr_db(reference, audio)
+    if precision == "f32":
+        below = f"SNR {snr:.1f} dB against onnxruntime f32, below {F32_MIN_SNR_DB:g} dB"
+        return Verdict(snr, None, below if snr < F32_MIN_SNR_DB else "")
+    distance = log_mel_distance(reference, audio, sample_rate)
+    return Verdict(snr, distance, distance.problem())
 
 
-def sentence(vocabulary: dict[str, int], phones: int = SENTENCE_PHONES) -> SynthesisInputs:
-    """A made-up sentence of valid ids with noise off, so both runtimes compute the same thing."""
-    rng = np.random.default_rng(0)
-
-    def ids(name: str, low: int) -> np.ndarray:
-        size = vocabulary.get(name, 1)
-        return rng.integers(min(low, size - 1), size, size=phones).astype(np.int64)
-
-    return SynthesisInputs(
-        phone_ids=ids("x", 1),  # 0 is the padding symbol
-        tones=ids("tone", 0),
-        languages=ids("language", 0),
-        bert=(rng.standard_normal((1024, phones)) * 0.5).astype(np.float32),
-        style_vector=(rng.standard_normal(256) * 0.1).astype(np.float32),
-        length_scale=1.0,
-        noise_scale=0.0,
-        noise_w_scale=0.0,
-        sdp_ratio=0.2,
-    )
-
-
-def best_time(run: Callable[[Session], Outputs], session: Session, known: float | None = None) -> tuple[Outputs, float]:
-    """The outputs of `run` on `session`, and the best of `TIMED_RUNS` timed runs after a warm-up
-    (or the `known` time, after the one run the agreement check needs)."""
-    outputs = run(session)
-    if known is not None:
-        return outputs, known
+def best_time(run: Callable[[Session], object], session: Session) -> float:
+    """The best of `TIMED_RUNS` timed runs of `run` on `session`, after a warm-up."""
+    run(session)
     best = float("inf")
     for _ in range(TIMED_RUNS):
         began = time.perf_counter()
-        outputs = run(session)
+        run(session)
         best = min(best, time.perf_counter() - began)
-    return outputs, best
+    return best
 
 
 @dataclass(frozen=True)
 class Part:
-    """One model OpenVINO may run: its ONNX Runtime file, its plain graph and one pass of it."""
+    """One model OpenVINO may run: its ONNX Runtime file, its plain graph, one timed pass of it and the
+    decode its audio is judged by."""
 
     key: str  # the part in the manifest
     ort_model: Path
     graph: bytes  # before ONNX Runtime's optimization (its fused ops are its own)
-    work: str  # what one pass is, for the log
+    work: str  # what one timed pass is, for the log
     frames: int  # the frames one pass decodes, padding included (a step model's runs decode whole chunks)
-    run: Callable[[Session], Outputs]
+    timed: Callable[[Session], object]
+    judged: Callable[[Session], np.ndarray]  # the reference passage's audio
+    sample_rate: int
     states: dict[str, str]  # a step model's states, which OpenVINO keeps inside (see openvino.py)
 
 
@@ -268,9 +245,12 @@ class Measurer:
         known = self.timings.get(key)
         verb = "checking" if known else "measuring"
         self.steps(f"{verb} {part.key} on onnxruntime")
-        reference, seconds = best_time(part.run, open_session(part.ort_model, self.request.threads), known.get(ORT_F32))
-        times = {ORT_F32: seconds}
+        session = open_session(part.ort_model, self.request.threads)
+        reference = part.judged(session)
+        times = {ORT_F32: known.get(ORT_F32) or best_time(part.timed, session)}
+        del session
         snrs: dict[str, float] = {}
+        distances: dict[str, list[float]] = {}
         failed: dict[str, str] = {}
         precisions, note = self._precisions()
         blobs: dict[str, set[Path]] = {}
@@ -292,16 +272,18 @@ class Measurer:
             label = f"{OPENVINO} {precision}"
             self.steps(f"compiling and {verb} {part.key} on {label}", new_step=False)
             try:
-                times[label], snr, problem = self._run_openvino(
+                times[label], verdict = self._run_openvino(
                     part, ir, precision, blobs.setdefault(label, set()), known, reference
                 )
             except Exception as err:  # a plugin that cannot compile or run it
                 failed[label] = f"could not run: {_first_line(err)}"
                 continue
-            if snr is not None:
-                snrs[label] = round(snr, 1)
-            if problem:
-                failed[label] = problem
+            if verdict.snr_db is not None:
+                snrs[label] = round(verdict.snr_db, 1)
+            if verdict.distance is not None:
+                distances[label] = [round(verdict.distance.mean_db, 3), round(verdict.distance.worst_frame_db, 2)]
+            if verdict.problem:
+                failed[label] = verdict.problem
         self.timings.put(key, {**known, **times})
         if known and all(label in known for label in times):
             note = "; ".join(filter(None, [note, "timings from an earlier voice of the same architecture"]))
@@ -320,6 +302,7 @@ class Measurer:
             precision=precision,
             seconds={label: round(t, 4) for label, t in times.items()},
             snr_db=snrs,
+            log_mel_db=distances,
             failed=failed,
             work=part.work,
             note=note,
@@ -329,22 +312,22 @@ class Measurer:
         return choice, file, unused
 
     def _run_openvino(
-        self, part: Part, ir: Path, precision: str, blobs: set[Path], known: dict[str, float], reference: Outputs
-    ) -> tuple[float, float | None, str]:
-        """`part` compiled at `precision`: its time (as `known` for its architecture, if it is) and its
-        agreement with onnxruntime's `reference` (the SNR, and why it fails or ""). The compiled-model
-        files it added go into `blobs`."""
+        self, part: Part, ir: Path, precision: str, blobs: set[Path], known: dict[str, float], reference: np.ndarray
+    ) -> tuple[float, Verdict]:
+        """`part` compiled at `precision`: its time (as `known` for its architecture, if it is) and the
+        gate's verdict on its audio against onnxruntime's `reference`. The compiled-model files it added
+        go into `blobs`."""
         from .openvino import open_compiled
 
         cache = self.out / OPENVINO_CACHE
         before = set(cache.glob("*"))
         compiled = open_compiled(ir, precision, self.request.threads, cache, part.states)
         blobs.update(set(cache.glob("*")) - before)
-        outputs, seconds = best_time(part.run, compiled, known.get(f"{OPENVINO} {precision}"))
-        snr, problem = agreement(reference, outputs, F32_MIN_SNR_DB if precision == "f32" else LOWER_MIN_SNR_DB)
-        if compiled.precision != precision and not problem:  # not what it would be chosen (and logged) as
-            problem = f"OpenVINO's CPU plugin computes it in {compiled.precision} on this CPU"
-        return seconds, snr, problem  # then dropped: one compiled model at a time
+        verdict = judge(reference, part.judged(compiled), precision, part.sample_rate)
+        seconds = known.get(f"{OPENVINO} {precision}") or best_time(part.timed, compiled)
+        if compiled.precision != precision and not verdict.problem:  # not what it would be chosen (and logged) as
+            verdict = replace(verdict, problem=f"OpenVINO's CPU plugin computes it in {compiled.precision} on this CPU")
+        return seconds, verdict  # then dropped: one compiled model at a time
 
     def _losers(self, part: Part, chosen: str, blobs: dict[str, set[Path]]) -> list[Path]:
         """The other runtime's files, which the server never loads: compiled models are removed now
@@ -364,37 +347,34 @@ def _first_line(err: Exception) -> str:
     return (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
 
 
-def measure_step_model(
-    measurer: Measurer, entry: Path, graph: bytes, manifest: dict[str, Any]
-) -> tuple[RuntimeChoice, str, list[Path]]:
-    """The step model (plain `graph`, optimized in the entry) decoding the first `DECODER_FRAMES` frames
-    of the latent the entry's front makes of a made-up sentence, chunk by chunk, flush included."""
-    latent, speaker = manifest["latent"], manifest["speaker"]
-    spec = StreamSpec.from_json(dict(manifest["stream"]))  # a copy: from_json takes it apart
-    front_model = entry / f"{FRONT}.onnx"
-    inputs = sentence(vocabulary_sizes(onnx.load(str(front_model), load_external_data=False)))
-    front = OrtFront(open_session(front_model, measurer.request.threads), latent, speaker)
-    z, g = front.latent(inputs)
-    del front
-    z = np.tile(z, (1, 1, -(-DECODER_FRAMES // z.shape[2])))[:, :, :DECODER_FRAMES]
-    step = Part(
+def step_part(model: Path, graph: bytes, spec: StreamSpec, reference: Reference) -> Part:
+    """The step model (plain `graph`, for ONNX Runtime the file `model`) judged on the whole `reference`
+    latent and timed on its first `DECODER_FRAMES` frames, chunk by chunk, flush included."""
+    z, g = reference.z, reference.g
+    timed = np.tile(z, (1, 1, -(-DECODER_FRAMES // z.shape[2])))[:, :, :DECODER_FRAMES]
+    return Part(
         DECODER_STEP,
-        entry / f"{DECODER_STEP}.onnx",
+        model,
         graph,
         f"{DECODER_FRAMES} frames ({spec.runs(DECODER_FRAMES)} runs of {spec.chunk_frames})",
         spec.runs(DECODER_FRAMES) * spec.chunk_frames,
-        lambda session: (decode_streaming(session, spec, z, g),),
+        lambda session: decode_streaming(session, spec, timed, g),
+        lambda session: decode_streaming(session, spec, z, g),
+        reference.sample_rate,
         spec.state_pairs(),
     )
-    return measurer.measure(step)
 
 
-def choose_decoder_runtime(entry: Path, manifest: dict[str, Any], request: RuntimeRequest, steps: Steps) -> list[Path]:
-    """Measure the step model of the unmeasured `entry` and record the choice in its `manifest` (not yet
-    written); returns the entry's files the new manifest no longer needs (see `cache.write_manifest`)."""
+def choose_decoder_runtime(
+    entry: Path, manifest: dict[str, Any], request: RuntimeRequest, steps: Steps, reference: Reference
+) -> list[Path]:
+    """Measure the step model of the unmeasured `entry` on `reference` and record the choice in its
+    `manifest` (not yet written); returns the entry's files the new manifest no longer needs (see
+    `entry.write_manifest`)."""
     plain = entry / DECODER_STEP_PLAIN
-    measurer = Measurer(request, entry, steps)
-    choice, file, unused = measure_step_model(measurer, entry, plain.read_bytes(), manifest)
+    spec = StreamSpec.from_json(dict(manifest["stream"]))  # a copy: from_json takes it apart
+    part = step_part(entry / f"{DECODER_STEP}.onnx", plain.read_bytes(), spec, reference)
+    choice, file, unused = Measurer(request, entry, steps).measure(part)
     manifest["runtimes"] = {DECODER_STEP: asdict(choice)}
     manifest["parts"][DECODER_STEP] = file
     del manifest["unmeasured"]
@@ -415,35 +395,37 @@ def _in_the_background(parent: int) -> None:
 _PR_SET_PDEATHSIG = 1
 
 
-def parse_args(argv: list[str] | None = None) -> tuple[Path, RuntimeRequest, int | None]:
-    """(the entry, the request, the pid to die with) from the command line `ModelCache.measure` gives."""
+def parse_args(argv: list[str] | None = None) -> tuple[Path, RuntimeRequest, Path, int | None]:
+    """(the entry, the request, the reference file, the pid to die with) from the command line
+    `ModelCache.measure` gives."""
     parser = argparse.ArgumentParser(description="Choose a cache entry's decoder runtime (used by the server).")
     parser.add_argument("entry", type=Path)
     parser.add_argument("--backend", choices=BACKENDS, required=True)
     parser.add_argument("--precision", choices=PRECISIONS, default="auto")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--reference", type=Path, required=True, help="the latent to judge on (reference.py)")
     parser.add_argument("--parent", type=int, default=None, help="the pid to die with (default: the parent's)")
     args = parser.parse_args(argv)
-    return args.entry, RuntimeRequest(args.backend, args.precision, args.threads), args.parent
+    return args.entry, RuntimeRequest(args.backend, args.precision, args.threads), args.reference, args.parent
 
 
-def measure_entry(entry: Path, request: RuntimeRequest) -> None:
-    """Measure the unmeasured cache `entry`'s decoder and rewrite its manifest with the choice."""
+def measure_entry(entry: Path, request: RuntimeRequest, reference: Reference) -> None:
+    """Measure the unmeasured cache `entry`'s decoder on `reference` and rewrite its manifest with the choice."""
     with open(entry.parent / MEASURING_LOCK, "a+b") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another server measuring in this folder goes first
         manifest = json.loads((entry / MANIFEST).read_text(encoding="utf-8"))
         if not manifest.get("unmeasured"):
             return  # measured meanwhile, by another server
-        unused = choose_decoder_runtime(entry, manifest, request, Steps(1))
+        unused = choose_decoder_runtime(entry, manifest, request, Steps(1), reference)
         write_manifest(entry, manifest, unused)
 
 
 def main(argv: list[str] | None = None) -> None:
-    entry, request, parent = parse_args(argv)
+    entry, request, reference, parent = parse_args(argv)
     _in_the_background(os.getppid() if parent is None else parent)
     logging.basicConfig(level=logging.WARNING)
     ort.set_default_logger_severity(3)
-    measure_entry(entry, request)
+    measure_entry(entry, request, Reference.load(reference))
 
 
 if __name__ == "__main__":

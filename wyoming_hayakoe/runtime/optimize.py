@@ -40,6 +40,7 @@ from .entry import (
     write_manifest,
 )
 from .measure import Steps, choose_decoder_runtime, openvino_missing
+from .reference import made_up
 from .request import BACKENDS, ONNXRUNTIME, PRECISIONS, RuntimeRequest
 from .split import SplitSynthesizer
 
@@ -47,6 +48,7 @@ from .split import SplitSynthesizer
 # SNR over the whole and over its last frames: exactness is the rewrite's promise,
 # so a graph it misreads falls back to slices instead of sounding wrong.
 STREAM_MIN_SNR_DB = 100.0
+DEFAULT_SAMPLE_RATE = 44100  # JP-Extra's, where a config does not say
 # Why a decoder that cannot stream is never measured: OpenVINO keeps buffers for every input
 # shape it has run, and slices come in many lengths (some 57 MB more per length, full-size).
 SLICES_ON_ONNXRUNTIME = (
@@ -175,7 +177,10 @@ def _prepare_into(source: Path, out: Path, split: bool, request: RuntimeRequest 
             manifest["unmeasured"] = True
     unused = [out / DECODER_STEP_PLAIN] if "unmeasured" not in manifest else []  # what OpenVINO converts
     if measuring_now is not None and "unmeasured" in manifest:
-        unused = choose_decoder_runtime(out, manifest, measuring_now, steps)
+        data = config.get("data")
+        rate = int(data.get("sampling_rate", DEFAULT_SAMPLE_RATE)) if isinstance(data, dict) else DEFAULT_SAMPLE_RATE
+        reference = made_up(out / parts[FRONT], manifest["latent"], manifest["speaker"], measuring_now.threads, rate)
+        unused = choose_decoder_runtime(out, manifest, measuring_now, steps, reference)
     write_manifest(out, manifest, unused)
 
 
