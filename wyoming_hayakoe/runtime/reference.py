@@ -12,12 +12,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import onnx
 
 from .models import SynthesisInputs
 from .ort import OrtFront, open_session
+
+if TYPE_CHECKING:
+    import onnx
 
 SENTENCE_PHONES = 150  # about a long sentence
 
@@ -72,7 +75,10 @@ def sentence(vocabulary: dict[str, int], phones: int = SENTENCE_PHONES) -> Synth
 
 
 def made_up(front_model: Path, latent: str, speaker: str, threads: int | None, sample_rate: int) -> Reference:
-    """The front's latent of a made-up sentence (where no reference passage can be spoken yet)."""
+    """The front's latent of a made-up sentence (where no reference passage can be spoken yet); in the
+    cache's children only (it imports `onnx`, which the server never loads)."""
+    import onnx
+
     inputs = sentence(vocabulary_sizes(onnx.load(str(front_model), load_external_data=False)))
     z, g = OrtFront(open_session(front_model, threads), latent, speaker).latent(inputs)
     return Reference(z, g, sample_rate)
