@@ -22,7 +22,9 @@ measured the runtimes in the background, so the later starts use the
 stored choice) and then as it starts every later time (checked to have
 used the cache and measured nothing while timed).
 Each server's log goes to <out>/logs/.
-It then runs the independent client wyoming-bench against our server.
+It then runs the independent client wyoming-bench against our server, and
+times the decoder's runtimes on a trained decoder beside random weights of
+its architecture (tools/decoder_speed.py).
 Results go to a JSON file and a table.
 """
 
@@ -47,6 +49,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tools import decoder_speed  # noqa: E402
 from tools.listener import Listening, listen  # noqa: E402
 from wyoming_hayakoe.cli.benchmark import TEXTS  # noqa: E402  (the user benchmark's texts)
 
@@ -603,6 +606,8 @@ def main() -> int:
         "worst sentence"
     )
     lines.append(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}; {os.cpu_count()} CPUs")
+    trained = decoder_speed.table(args.threads, args.rounds)  # the same runtimes on trained weights
+    lines += ["", *trained]
     lines += [f"WARNING: {warning}" for warning in warnings]
     table = "\n".join(lines)
     print(table)
@@ -617,6 +622,7 @@ def main() -> int:
         "rounds": args.rounds,
         "runtime": {"backend": args.backend, "precision": args.precision, "chosen": chosen},
         "streaming_decoding_snr_db": {"whole": snr, "last_two_frames": tail_snr},
+        "trained_decoder_speed": trained,
         "wyoming_bench": bench,
         "warnings": warnings,
     }

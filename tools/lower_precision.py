@@ -295,17 +295,18 @@ def int8_step_model(step: Any, z: np.ndarray, g: np.ndarray, method: str) -> Any
     return ort_session(int8_static(step.graph, iter(recording.feeds), method))
 
 
-def openvino_f32(graph: bytes) -> Any:
-    """`graph` compiled by OpenVINO's CPU plugin at f32 (its states fed and returned like ONNX Runtime's)."""
-    from wyoming_hayakoe.runtime.openvino import OvSession, core
+def openvino_f32(step: Any) -> Any:
+    """The step model on OpenVINO at f32 as the server opens it (openvino.open_compiled, states kept inside)."""
+    from wyoming_hayakoe.runtime.openvino import open_compiled, save_ir
 
-    compiled = core().compile_model(core().read_model(graph, b""), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    return OvSession(compiled)
+    with tempfile.TemporaryDirectory() as work:
+        save_ir(step.graph, Path(work) / "step.xml")
+        return open_compiled(Path(work) / "step.xml", "f32", None, Path(work) / "compiled", step.spec.state_pairs())
 
 
 #: Each variant of the trained decoder's step model: the precision it is judged as, and its session.
 VARIANTS: dict[str, tuple[str, Callable[[Any, np.ndarray, np.ndarray], Any]]] = {
-    "OpenVINO f32": ("f32", lambda step, z, g: openvino_f32(step.graph)),
+    "OpenVINO f32": ("f32", lambda step, z, g: openvino_f32(step)),
     "bf16 (emulated)": ("bf16", lambda step, z, g: emulated(step.graph, "bf16")),
     "f16, f32 sums (emulated)": ("f16", lambda step, z, g: emulated(step.graph, "f16")),
     "f16, f16 sums as ARM NEON (emulated)": ("f16", lambda step, z, g: F16Accumulating(step.graph)),
