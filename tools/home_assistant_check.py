@@ -4,7 +4,8 @@ Starts the server (`python -m wyoming_hayakoe`) and a headless Home
 Assistant core on 127.0.0.1, onboards an owner, adds the Wyoming
 integration, then checks what a user sees:
 
-1. the voice list (websocket `tts/engine/voices`): one entry per voice and style;
+1. the voice list (websocket `tts/engine/voices`): one entry per voice and style, in the picker's
+   order, each voice's default style first;
 2. blank and symbols-only text through `tts_get_url`: a file ffprobe can read;
 3. an old `voice:<default style>` name still speaks;
 4. the level of a reference passage in every voice (decoded by ffmpeg);
@@ -264,6 +265,10 @@ async def check(args: argparse.Namespace) -> dict[str, Any]:
                 await home.websocket({"type": "tts/engine/voices", "engine_id": "tts.hayakoe", "language": "ja"})
             )["voices"]
             report["voices"] = [(v["voice_id"], v["name"]) for v in voices]
+            order = [v["voice_id"] for v in voices]
+            report["each voice's default style first in the picker"] = all(
+                order.index(name.split(":")[0]) < order.index(name) for name in order if ":" in name
+            )
 
             for name, text in (("blank", "   "), ("symbols", "🙂♪！？"), ("markup", "**")):
                 status, data = await home.speak(text)
