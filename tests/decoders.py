@@ -12,9 +12,11 @@ import numpy as np
 import onnx
 
 from wyoming_hayakoe.engine.voice import Voice
-from wyoming_hayakoe.runtime.cache import DECODER, ModelCache, RuntimeRequest
+from wyoming_hayakoe.runtime.cache import ModelCache
+from wyoming_hayakoe.runtime.entry import DECODER
 from wyoming_hayakoe.runtime.models import Decoder, StreamingDecoder, VoiceModels
 from wyoming_hayakoe.runtime.ort import OrtDecoder, open_session
+from wyoming_hayakoe.runtime.request import RuntimeRequest
 from wyoming_hayakoe.runtime.split import split_synthesizer
 from wyoming_hayakoe.runtime.stream import exactness, to_step_model
 from wyoming_hayakoe.store import find_voice

@@ -26,7 +26,8 @@ import pytest
 from conftest import CACHE
 from decoders import stream_exactness
 
-from wyoming_hayakoe.runtime.cache import DURATION_PREDICTOR, ModelCache
+from wyoming_hayakoe.runtime.cache import ModelCache
+from wyoming_hayakoe.runtime.entry import DURATION_PREDICTOR
 from wyoming_hayakoe.store import aivmx_voices
 
 pytest.importorskip("aivmlib")

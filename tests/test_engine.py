@@ -17,20 +17,22 @@ import soundfile
 from decoders import PausedBeforeCall, SlowDecoder, on_slices
 
 from wyoming_hayakoe.engine import engine as engine_module
+from wyoming_hayakoe.engine.decode_plan import (
+    DECODE_CONTEXT_FRAMES,
+    DECODE_FIRST_FRAMES,
+    DECODE_MAX_FRAMES,
+    decode_plan,
+)
 from wyoming_hayakoe.engine.engine import Engine, UnknownVoice, bounded_sentences
 from wyoming_hayakoe.engine.pauses import MIN_PAUSE_SECONDS, gap_samples, trailing_silence
 from wyoming_hayakoe.engine.settings import InvalidSettings, SynthesisSettings
 from wyoming_hayakoe.engine.speech import synthesize
-from wyoming_hayakoe.engine.voice import (
-    DECODE_CONTEXT_FRAMES,
-    DECODE_FIRST_FRAMES,
-    DECODE_MAX_FRAMES,
-    UnknownStyle,
-    Voice,
-    decode_plan,
-)
-from wyoming_hayakoe.runtime.cache import ENTRY_LOCKS, MANIFEST, ModelCache, RuntimeRequest, cache_key
+from wyoming_hayakoe.engine.voice import Voice
+from wyoming_hayakoe.engine.voice_config import UnknownStyle
+from wyoming_hayakoe.runtime.cache import ENTRY_LOCKS, ModelCache, cache_key
+from wyoming_hayakoe.runtime.entry import MANIFEST
 from wyoming_hayakoe.runtime.loading import load_voice
+from wyoming_hayakoe.runtime.request import RuntimeRequest
 from wyoming_hayakoe.store import InvalidVoiceName, MissingModelFiles, find_bert, find_voice
 
 VOICE = "standin-a"
@@ -74,8 +76,8 @@ def test_small_slices_only_for_the_first_sentence_where_the_decoder_cannot_strea
     assert models.decoder is not None
     counting = SlowDecoder(models.decoder, voice.sample_rate, 0.0)
     monkeypatch.setattr(voice, "models", dataclasses.replace(models, decoder=counting))
-    monkeypatch.setattr(voice, "decode_factor", 0.2)  # a decoder five times faster than playback, held there
-    monkeypatch.setattr(voice, "_measure_decoding", lambda seconds, samples: None)
+    monkeypatch.setattr(voice.speed, "factor", 0.2)  # a decoder five times faster than playback, held there
+    monkeypatch.setattr(voice.speed, "record", lambda seconds, samples: None)
     sentence = "明日の朝七時にアラームをセットしました。"
     hop = voice.config.hop_length
     first = list(synthesize(engine, sentence, VOICE, QUIET))
@@ -98,14 +100,14 @@ def test_a_decoder_slower_than_playback_starts_quickly_only_once(
     sentence = "はい、わかりました。"
     hop = voice.config.hop_length
     frames = sum(len(piece) for piece in synthesize(engine, sentence, VOICE, QUIET)) // hop
-    assert voice.decoder_keeps_up and len(decode_plan(frames)) > len(decode_plan(frames, quick_start=False))
+    assert voice.speed.keeps_up and len(decode_plan(frames)) > len(decode_plan(frames, quick_start=False))
     models = on_slices(voice, standin_dir, model_cache)
     assert models.decoder is not None
     slow = SlowDecoder(models.decoder, voice.sample_rate, 1.5)  # 1.5 s per second of audio
     monkeypatch.setattr(voice, "models", dataclasses.replace(models, decoder=slow))
-    monkeypatch.setattr(voice, "decode_factor", None)
+    monkeypatch.setattr(voice.speed, "factor", None)
     list(synthesize(engine, sentence + sentence, VOICE, QUIET))
-    assert not voice.decoder_keeps_up
+    assert not voice.speed.keeps_up
     assert slow.calls == len(decode_plan(frames)) + len(decode_plan(frames, quick_start=False))
 
 

@@ -169,7 +169,7 @@ def test_a_first_start_leaves_every_voice_warm_and_timed(standin_dir, model_cach
     (model_cache / loudness.LEVELS_FILE).unlink(missing_ok=True)
     engine = Engine.load([standin_dir], voices=list(VOICES), cache_dir=model_cache)
     for voice in engine.voices.values():
-        assert not voice.cold and voice.decode_factor is not None, voice.name
+        assert not voice.speed.cold and voice.speed.factor is not None, voice.name
 
 
 def test_a_damaged_levels_file_is_measured_again(standin_dir, model_cache):

@@ -258,7 +258,7 @@ KEPT_WITHIN_MIB = 10
 
 
 def _runtimes_auto_may_choose() -> list[tuple[str, str]]:
-    from wyoming_hayakoe.runtime.cache import native_lower_precision
+    from wyoming_hayakoe.runtime.request import native_lower_precision
 
     lower = native_lower_precision()  # bf16 on x86 with AVX512_BF16 or AMX, f16 on ARMv8.2+
     return [("onnxruntime", "f32"), ("openvino", "f32"), *([("openvino", lower)] if lower else [])]

@@ -18,19 +18,9 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from wyoming_hayakoe.runtime.cache import (
-    DECODER,
-    DECODER_STEP,
-    ENTRY_LOCKS,
-    FRONT,
-    LOCK,
-    MANIFEST,
-    WHOLE,
-    ChildStop,
-    ModelCache,
-    PreparationError,
-    cache_key,
-)
+from wyoming_hayakoe.runtime.cache import ENTRY_LOCKS, LOCK, ModelCache, PreparationError, cache_key
+from wyoming_hayakoe.runtime.children import ChildStop
+from wyoming_hayakoe.runtime.entry import DECODER, DECODER_STEP, FRONT, MANIFEST, WHOLE
 from wyoming_hayakoe.runtime.ort import open_session
 
 DP = Path("onnx") / "speakers" / "standin-a" / "duration_predictor.onnx"

@@ -20,18 +20,13 @@ from wyoming_hayakoe.engine.settings import SynthesisSettings
 from wyoming_hayakoe.engine.speech import synthesize, warm_up
 from wyoming_hayakoe.runtime import cache as cache_module
 from wyoming_hayakoe.runtime import measure, optimize
-from wyoming_hayakoe.runtime.cache import (
-    MANIFEST,
-    ChildStop,
-    ModelCache,
-    PreparationError,
-    PreparedModel,
-    RuntimeRequest,
-    native_lower_precision,
-)
+from wyoming_hayakoe.runtime.cache import ModelCache, PreparationError
+from wyoming_hayakoe.runtime.children import ChildStop
 from wyoming_hayakoe.runtime.deconv import conv_transposes_need_widening, widen_conv_transposes
+from wyoming_hayakoe.runtime.entry import MANIFEST, PreparedModel
 from wyoming_hayakoe.runtime.measure import snr_db
 from wyoming_hayakoe.runtime.openvino import OvSession, core
+from wyoming_hayakoe.runtime.request import RuntimeRequest, native_lower_precision
 from wyoming_hayakoe.runtime.split import split_synthesizer
 
 VOICE = "standin-a"
@@ -228,7 +223,7 @@ def test_a_disagreeing_openvino_is_never_chosen_and_the_log_says_why(
         return [np.asarray(audio) * 1.01, *states]
 
     monkeypatch.setattr(OvSession, "run", off_by_a_little)
-    monkeypatch.setattr(cache_module, "_run_child", run_child_in_process)
+    monkeypatch.setattr(cache_module, "run_child", run_child_in_process)
     caplog.set_level(logging.INFO)
     engine = load_measured(
         [standin_dir], voices=[VOICE], cache_dir=tmp_path / "cache", backend=backend, precision="f32"
@@ -261,7 +256,7 @@ async def test_auto_switches_to_an_openvino_that_is_faster_and_agrees(
 ) -> None:
     """OpenVINO 2026.4 kept buffers for every input length of the old slices; the step model has one shape,
     so a faster OpenVINO is simply taken: the voice switches to it and still speaks as before."""
-    monkeypatch.setattr(cache_module, "_run_child", run_child_in_process)
+    monkeypatch.setattr(cache_module, "run_child", run_child_in_process)
     engine = Engine.load([standin_dir], voices=[VOICE], cache_dir=tmp_path / "cache", precision="f32")
     voice = engine.voice(VOICE)
     before = np.concatenate(list(synthesize(engine, TEXT, VOICE, SynthesisSettings(noise_scale=0, noise_w_scale=0))))
@@ -295,14 +290,14 @@ def test_the_relay_logs_progress_while_the_child_still_runs(tmp_path: Path, monk
                 seen.touch()
 
     monkeypatch.setattr(subprocess, "Popen", waiting_child)
-    caplog.set_level(logging.INFO, logger="wyoming_hayakoe.runtime.cache")
+    caplog.set_level(logging.INFO, logger="wyoming_hayakoe.runtime.children")
     handler = Seen()
-    logging.getLogger("wyoming_hayakoe.runtime.cache").addHandler(handler)
+    logging.getLogger("wyoming_hayakoe.runtime.children").addHandler(handler)
     try:
         with pytest.raises(PreparationError, match="exit code 5"):  # 5: it saw its line logged
             ModelCache(tmp_path / "cache").prepare(tmp_path / "model.onnx")
     finally:
-        logging.getLogger("wyoming_hayakoe.runtime.cache").removeHandler(handler)
+        logging.getLogger("wyoming_hayakoe.runtime.children").removeHandler(handler)
 
 
 @pytest.mark.parametrize("precision", ["bf16", "f16"])
@@ -321,7 +316,7 @@ def test_a_second_voice_of_the_same_architecture_is_checked_not_timed_again(
     standin_dir: Path, tmp_path: Path, caplog
 ) -> None:
     cache = ModelCache(tmp_path / "cache")
-    caplog.set_level(logging.INFO, logger="wyoming_hayakoe.runtime.cache")
+    caplog.set_level(logging.INFO, logger="wyoming_hayakoe.runtime.children")
     first = prepared_and_measured(cache, standin_dir / SYNTH, RuntimeRequest()).runtime("decoder_step")
     other = standin_dir / "onnx" / "speakers" / "standin-b" / "synthesizer.onnx"  # other weights, same shapes
     second = prepared_and_measured(cache, other, RuntimeRequest()).runtime("decoder_step")
@@ -358,7 +353,7 @@ def test_an_openvino_that_cannot_compile_the_decoder_leaves_it_on_onnxruntime(
         raise RuntimeError("Exception from src/plugins/intel_cpu: unsupported node\nmore detail")
 
     monkeypatch.setattr(openvino, "open_compiled", refuses)
-    monkeypatch.setattr(cache_module, "_run_child", run_child_in_process)
+    monkeypatch.setattr(cache_module, "run_child", run_child_in_process)
     caplog.set_level(logging.INFO)
     engine = Engine.load([standin_dir], voices=[VOICE], cache_dir=tmp_path / "cache", backend="openvino")
     choice = engine.voice(VOICE).runtimes["decoder"]
@@ -378,7 +373,7 @@ def test_without_openvino_the_server_says_so_once_and_runs_on_onnxruntime(
     monkeypatch.delitem(sys.modules, "wyoming_hayakoe.runtime.openvino")
     monkeypatch.delattr(runtime_package, "openvino")
     monkeypatch.setattr(loading, "_told_no_openvino", False)
-    monkeypatch.setattr(cache_module, "_run_child", run_child_in_process)
+    monkeypatch.setattr(cache_module, "run_child", run_child_in_process)
     caplog.set_level(logging.INFO)
     engine = load_measured([standin_dir], voices=["standin-a", "standin-b"], cache_dir=tmp_path / "cache")
     assert all(v.runtimes["decoder"].backend == "onnxruntime" for v in engine.voices.values())
@@ -397,7 +392,7 @@ def test_a_decoder_that_cannot_stream_stays_on_onnxruntime_and_nothing_is_measur
         raise stream.Unstreamable("a Resize on the time axis")
 
     monkeypatch.setattr(stream, "to_step_model", cannot)
-    monkeypatch.setattr(cache_module, "_run_child", run_child_in_process)
+    monkeypatch.setattr(cache_module, "run_child", run_child_in_process)
     engine = Engine.load([standin_dir], voices=[VOICE], cache_dir=tmp_path / "cache", backend=backend)
     assert engine.measuring is not None and not engine.measuring.pending
     choice = engine.voice(VOICE).runtimes["decoder"]
@@ -421,24 +416,24 @@ def test_a_measured_voice_starts_knowing_its_decoding_speed_and_warms_up_only_to
 
     def count_runs(voice) -> list[int]:
         runs: list[int] = []
-        timed = voice._measure_decoding
-        monkeypatch.setattr(voice, "_measure_decoding", lambda *args: runs.append(1) or timed(*args))
+        timed = voice.speed.record
+        monkeypatch.setattr(voice.speed, "record", lambda *args: runs.append(1) or timed(*args))
         return runs
 
     engine = Engine.load([standin_dir], voices=[VOICE], cache_dir=cache)  # a warm start
     voice = engine.voice(VOICE)
-    assert voice.decode_factor == pytest.approx(speed) and voice.cold
+    assert voice.speed.factor == pytest.approx(speed) and voice.speed.cold
     runs = count_runs(voice)
     warm_up(engine)
-    assert len(runs) == 1 and not voice.cold  # one decoder run, after the BERT and the front
-    assert voice.decode_factor == pytest.approx(speed)  # a first run's time is not the machine's speed
+    assert len(runs) == 1 and not voice.speed.cold  # one decoder run, after the BERT and the front
+    assert voice.speed.factor == pytest.approx(speed)  # a first run's time is not the machine's speed
 
     forced = Engine.load([standin_dir], voices=[VOICE], cache_dir=cache, backend="onnxruntime")  # timed by nothing
     other = forced.voice(VOICE)
-    assert other.decode_factor is None and other.cold
+    assert other.speed.factor is None and other.speed.cold
     runs = count_runs(other)
     warm_up(forced)
-    assert len(runs) > 2 and other.decode_factor is not None  # its warm-up spoke the text and measured it
+    assert len(runs) > 2 and other.speed.factor is not None  # its warm-up spoke the text and measured it
 
 
 def _mapped_kib(folder: Path) -> tuple[int, int]:

@@ -11,7 +11,8 @@ from pathlib import Path
 import ha_client as ha
 import pytest
 
-from wyoming_hayakoe.runtime.cache import MANIFEST, MEASURER, MEASURING_LOCK
+from wyoming_hayakoe.runtime.cache import MEASURER, MEASURING_LOCK
+from wyoming_hayakoe.runtime.entry import MANIFEST
 
 VOICE = "standin-a"
 ARGS = ("--voice", VOICE, "--load-voice", VOICE, *ha.SHARED_ARGS, "--threads", "2")

@@ -56,10 +56,10 @@ async def serving(engine: Engine, decoder: Callable[[StreamingDecoder], Streamin
     which measures the decoder's speed.
     """
     voice = engine.voice(VOICE)
-    models, factor = voice.models, voice.decode_factor
+    models, factor = voice.models, voice.speed.factor
     assert models.streaming_decoder is not None
     voice.models = dataclasses.replace(models, streaming_decoder=decoder(models.streaming_decoder))
-    voice.decode_factor = None
+    voice.speed.factor = None
     scheduler = Scheduler()
     listener = Listener("tcp://127.0.0.1:0")
     try:
@@ -75,7 +75,7 @@ async def serving(engine: Engine, decoder: Callable[[StreamingDecoder], Streamin
     finally:
         await listener.stop()
         assert scheduler.close(timeout=30)
-        voice.models, voice.decode_factor = models, factor
+        voice.models, voice.speed.factor = models, factor
 
 
 def heard(result: ha.TtsResult) -> Listening:
@@ -88,7 +88,7 @@ async def test_slower_than_playback_waits_only_between_sentences(engine: Engine)
     rate = engine.voice(VOICE).sample_rate
     hop = engine.voice(VOICE).config.hop_length
     async with serving(engine, lambda real: SlowStreamingDecoder(real, rate, hop, PI_4B)) as port:
-        assert not engine.voice(VOICE).decoder_keeps_up  # measured by the warm-up
+        assert not engine.voice(VOICE).speed.keeps_up  # measured by the warm-up
         whole = await ha.synthesize("127.0.0.1", port, TEXT, VOICE, timeout=300)
         streamed = await ha.stream("127.0.0.1", port, ha.llm_deltas(TEXT), VOICE, timeout=300)
     async with serving(engine, lambda real: real) as port:
@@ -111,7 +111,7 @@ async def test_a_decoder_that_keeps_up_by_little_never_stalls_the_first_sentence
     rate, hop = engine.voice(VOICE).sample_rate, engine.voice(VOICE).config.hop_length
     text = "明日の朝は七時にアラームをセットしましたので、忘れずに起きて、駅まで歩いて行ってくださいね。またね。"
     async with serving(engine, lambda real: SlowStreamingDecoder(real, rate, hop, seconds_per_second)) as port:
-        assert engine.voice(VOICE).decoder_keeps_up  # measured by the warm-up
+        assert engine.voice(VOICE).speed.keeps_up  # measured by the warm-up
         result = await ha.synthesize("127.0.0.1", port, text, VOICE, timeout=300)
     listening = heard(result)
     assert listening.waits_mid_sentence == [], listening
@@ -134,7 +134,7 @@ async def test_first_audio_goes_out_after_the_first_chunk_where_the_decoder_keep
 
     async with serving(engine, speed) as port:
         voice = engine.voice(VOICE)
-        assert voice.decoder_keeps_up and voice.models.streaming_decoder is not None  # measured by the warm-up
+        assert voice.speed.keeps_up and voice.models.streaming_decoder is not None  # measured by the warm-up
         paused = PausedBeforeCall(voice.models.streaming_decoder, call=2)
         voice.models = dataclasses.replace(voice.models, streaming_decoder=paused)
         async with AsyncTcpClient("127.0.0.1", port) as client:
@@ -160,11 +160,11 @@ async def test_a_server_slowed_after_its_first_request_keeps_sentences_whole_fro
         return slowed[0]
 
     async with serving(engine, fast_at_first) as port:
-        assert engine.voice(VOICE).decoder_keeps_up  # measured by the warm-up, at full speed
+        assert engine.voice(VOICE).speed.keeps_up  # measured by the warm-up, at full speed
         await ha.synthesize("127.0.0.1", port, TEXT, VOICE, timeout=300)
         slowed[0].seconds_per_second = PI_4B
         await ha.synthesize("127.0.0.1", port, TEXT, VOICE, timeout=300)  # the one request at the new speed
-        assert not engine.voice(VOICE).decoder_keeps_up
+        assert not engine.voice(VOICE).speed.keeps_up
         whole = await ha.synthesize("127.0.0.1", port, TEXT, VOICE, timeout=300)
         streamed = await ha.stream("127.0.0.1", port, ha.llm_deltas(TEXT), VOICE, timeout=300)
     for result in (whole, streamed):

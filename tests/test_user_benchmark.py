@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from wyoming_hayakoe.cli.benchmark import SETTINGS, TEXTS
-from wyoming_hayakoe.runtime.cache import LOWER_PRECISIONS, native_lower_precision
+from wyoming_hayakoe.runtime.request import LOWER_PRECISIONS, native_lower_precision
 
 VOICE = "standin-a"
 

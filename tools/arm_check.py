@@ -24,14 +24,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from wyoming_hayakoe.runtime.cache import (  # noqa: E402
-    DECODER,
-    DECODER_STEP,
-    ModelCache,
-    RuntimeRequest,
-    native_lower_precision,
-)
+from wyoming_hayakoe.runtime.cache import ModelCache  # noqa: E402
+from wyoming_hayakoe.runtime.entry import DECODER, DECODER_STEP  # noqa: E402
 from wyoming_hayakoe.runtime.measure import F32_MIN_SNR_DB, LOWER_MIN_SNR_DB, measure_entry  # noqa: E402
+from wyoming_hayakoe.runtime.request import RuntimeRequest, native_lower_precision  # noqa: E402
 
 
 def _cpu() -> dict[str, str]:

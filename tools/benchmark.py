@@ -445,8 +445,9 @@ def streaming_decoding_snr(full: Path) -> tuple[float, float]:
     from wyoming_hayakoe.engine.engine import Engine
     from wyoming_hayakoe.engine.settings import SynthesisSettings
     from wyoming_hayakoe.engine.voice import Voice
-    from wyoming_hayakoe.runtime.cache import ModelCache, RuntimeRequest
+    from wyoming_hayakoe.runtime.cache import ModelCache
     from wyoming_hayakoe.runtime.loading import load_voice
+    from wyoming_hayakoe.runtime.request import RuntimeRequest
     from wyoming_hayakoe.store import find_voice
     from wyoming_hayakoe.text import split_sentences
 

@@ -199,7 +199,7 @@ def _child(args: argparse.Namespace, backend: str, precision: str) -> Figures | 
 
 def _not_native(precision: str) -> str:
     """Why a lower `precision` is not measured here ("" if it is: f32, auto, or this CPU's native one)."""
-    from ..runtime.cache import LOWER_PRECISIONS, native_lower_precision
+    from ..runtime.request import LOWER_PRECISIONS, native_lower_precision
 
     if precision not in LOWER_PRECISIONS or precision == native_lower_precision():
         return ""

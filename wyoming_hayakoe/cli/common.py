@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from ..engine.settings import SynthesisSettings
-from ..runtime.cache import BACKENDS, PRECISIONS, RuntimeRequest
+from ..runtime.request import BACKENDS, PRECISIONS, RuntimeRequest
 
 
 def add_synthesis_arguments(

@@ -180,7 +180,7 @@ def _synthesize(args: argparse.Namespace, text: str, keep_words: list[str], outp
     from ..engine.engine import Engine, UnknownVoice
     from ..engine.settings import InvalidSettings
     from ..engine.speech import Speech, play
-    from ..engine.voice import UnknownStyle, UnsupportedVoice
+    from ..engine.voice_config import UnknownStyle, UnsupportedVoice
     from ..runtime.cache import PreparationError
     from ..store import InvalidVoiceName, MissingModelFiles
 

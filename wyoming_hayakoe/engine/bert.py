@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 
 from ..runtime import ort
-from ..runtime.cache import ChildStop, ModelCache
+from ..runtime.cache import ModelCache
+from ..runtime.children import ChildStop
 from ..runtime.models import BertModel
 from ..store import BertFiles
 from ..text import Phonemes, UnpronounceableText

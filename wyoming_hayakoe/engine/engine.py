@@ -10,19 +10,22 @@ from dataclasses import dataclass
 from itertools import zip_longest
 from pathlib import Path
 
-from ..runtime.cache import ChildStop, ModelCache, PreparationError, RuntimeRequest
+from ..runtime.cache import ModelCache, PreparationError
+from ..runtime.children import ChildStop
 from ..runtime.memory import available_memory, map_large_blocks_apart
+from ..runtime.request import RuntimeRequest
 from ..store import AivmxVoice, BertFiles, aivmx_voices, find_bert, find_voice, installed_voices
 from ..text import Frontend, Phonemes, split_sentences
 from ..text.hayakoe.sentences import cut_position
 from ..text.rewrite import HomeAssistantReader
 from .bert import BertEncoder
+from .decode_plan import SentenceAudio
 from .limits import fits_one_pass
 from .loudness import Levels
 from .pauses import BoundaryPause
 from .runtimes import RuntimeMeasuring, Unmeasured
 from .settings import SynthesisSettings
-from .voice import SentenceAudio, Voice
+from .voice import Voice
 
 _LOGGER = logging.getLogger(__name__)
 

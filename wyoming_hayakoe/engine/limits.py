@@ -10,7 +10,7 @@ before each run (every run gives its arena back when it ends, see onnx.py):
   (1,287 ids +98 MiB, 4,235 +1,267 MiB);
 * BERT: about 0.08 MiB per token plus 0.35 KiB per token² (300 +57 MiB,
   1,000 +438 MiB);
-* decoder: bounded by its slices (voice.py), about +110 MiB.
+* decoder: bounded by its slices (decode_plan.py), about +110 MiB.
 
 The limits below keep every run under about 300 MiB, so a server with one
 voice (about 850 MiB when idle, plus up to about 100 MiB of dictionary and

@@ -18,15 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..runtime import loading
-from ..runtime.cache import (
-    DECODER,
-    DECODER_STEP,
-    ChildStop,
-    ModelCache,
-    PreparationError,
-    PreparedModel,
-    RuntimeRequest,
-)
+from ..runtime.cache import ModelCache, PreparationError
+from ..runtime.children import ChildStop
+from ..runtime.entry import DECODER, DECODER_STEP, PreparedModel
+from ..runtime.request import RuntimeRequest
 from .voice import Voice
 
 _LOGGER = logging.getLogger(__name__)
@@ -80,7 +75,7 @@ class RuntimeMeasuring:
         def install() -> None:
             voice.models = models
             voice.runtimes = {**voice.runtimes, DECODER: choice}
-            voice.decode_factor = voice.measured_decode_factor() or voice.decode_factor
+            voice.speed.factor = voice.measured_decode_factor() or voice.speed.factor
             _LOGGER.log(
                 logging.WARNING if choice.disagreed else logging.INFO,
                 "Voice %s %s; measured after the start: %s",

@@ -25,12 +25,13 @@ import numpy as np
 from ..runtime.memory import give_back_memory
 from ..text import Phonemes, UnpronounceableText
 from ..text.hayakoe.sentences import has_speech
+from .decode_plan import DecodeRun
+from .decode_speed import DECODE_SPEED_MARGIN
 from .engine import Engine
 from .limits import fitting_parts
 from .loudness import PeakLimiter
 from .pauses import MIN_PAUSE_SECONDS, BoundaryPause, gap_samples, trailing_silence
 from .settings import SynthesisSettings
-from .voice import DECODE_SPEED_MARGIN, DecodeRun
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -207,13 +208,13 @@ class Speech:
         at the voice's decoding speed with a margin, the recent runs slower than that coming first (a busy
         or throttled machine's runs are uneven, its slow ones often in a row). Not measured yet, the
         decoder is taken to keep up."""
-        factor = self.voice.decode_factor
+        factor = self.voice.speed.factor
         if factor is None:
             return True
         rate = self.voice.sample_rate
         playable = self._audio_ahead() + held_samples / rate  # the listener's audio once this goes out
         planned = DECODE_SPEED_MARGIN * factor
-        slow_first = self.voice.recent_factors
+        slow_first = self.voice.speed.recent
         decoding = 0.0
         for index, later in enumerate(rest):
             speed = max(planned, slow_first[index]) if index < len(slow_first) else planned
@@ -246,8 +247,8 @@ class Speech:
         machine that decodes faster than it plays.
         """
         if self._heard_by is None:
-            return self.voice.decode_factor is None or self.voice.decoder_keeps_up
-        return self.voice.decoder_keeps_up and self._audio_ahead() < QUICK_START_UNLESS_AHEAD_S
+            return self.voice.speed.factor is None or self.voice.speed.keeps_up
+        return self.voice.speed.keeps_up and self._audio_ahead() < QUICK_START_UNLESS_AHEAD_S
 
     def _silence_before(self, sentence: str, pause: float | None) -> int:
         assert self._previous_text is not None and self._previous_audio is not None
@@ -280,10 +281,10 @@ def warm_up(engine: Engine) -> None:
     the front, one decoder run), which is what a first audio waits for.
     """
     for voice in engine.voices.values():
-        if not voice.cold:  # it ran at this start already (its level was measured)
+        if not voice.speed.cold:  # it ran at this start already (its level was measured)
             continue
         pieces = synthesize(engine, WARM_UP_TEXT, voice.name, SynthesisSettings(style=voice.styles[0]))
-        if voice.decode_factor is None:
+        if voice.speed.factor is None:
             for _ in pieces:
                 pass
         else:

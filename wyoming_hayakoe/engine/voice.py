@@ -2,154 +2,28 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from ..runtime import loading
-from ..runtime.cache import DECODER, ChildStop, ModelCache, PreparedModel, RuntimeChoice, RuntimeRequest
+from ..runtime.cache import ModelCache
+from ..runtime.children import ChildStop
+from ..runtime.entry import DECODER, PreparedModel, RuntimeChoice
 from ..runtime.models import Decoder, StreamingDecoder, SynthesisInputs, VoiceModels
+from ..runtime.request import RuntimeRequest
 from ..store import STYLE_VECTORS_FILE, VOICE_CONFIG_FILE, AivmxVoice, VoiceFiles, voice_license
 from ..text import Frontend, Phonemes
+from .decode_plan import DecodeRun, SentenceAudio, decode_plan, with_context
+from .decode_speed import DecodeSpeed
 from .settings import SynthesisSettings
+from .voice_config import UnknownStyle, VoiceConfig, require_jp_extra
 
 _LOGGER = logging.getLogger(__name__)
-
-
-class UnknownStyle(ValueError):
-    """A style the voice does not have."""
-
-
-class UnsupportedVoice(ValueError):
-    """A model this engine cannot run (not Style-Bert-VITS2 JP-Extra)."""
-
-
-def _require_jp_extra(name: str, config: VoiceConfig) -> None:
-    if not config.jp_extra:
-        raise UnsupportedVoice(f"Voice {name!r} is not a JP-Extra model; only JP-Extra voices are supported")
-
-
-@dataclass(frozen=True)
-class VoiceConfig:
-    """The parts of a Style-Bert-VITS2 config.json the ONNX path reads.
-
-    What a config lacks takes hayakoe's defaults (version 2.0-JP-Extra,
-    44.1 kHz, hop 512, blanks added, one style "Neutral"), so a voice hayakoe
-    loads loads here too.
-    """
-
-    sample_rate: int
-    hop_length: int
-    add_blank: bool
-    jp_extra: bool
-    style_ids: dict[str, int]
-
-    @classmethod
-    def read(cls, path: Path) -> VoiceConfig:
-        return cls.from_json(json.loads(path.read_text(encoding="utf-8")))
-
-    @classmethod
-    def from_json(cls, raw: dict[str, Any]) -> VoiceConfig:
-        data = raw.get("data") or {}
-        styles = data.get("style2id") or {"Neutral": 0}  # hayakoe's default, whatever num_styles says
-        return cls(
-            sample_rate=int(data.get("sampling_rate", 44100)),
-            hop_length=int(data.get("hop_length", 512)),
-            add_blank=bool(data.get("add_blank", True)),
-            jp_extra=str(raw.get("version", "2.0-JP-Extra")).endswith("JP-Extra"),
-            style_ids={str(k): int(v) for k, v in styles.items()},
-        )
-
-
-# A decoder that cannot stream (see runtime/stream.py) decodes z in slices:
-# each slice sees this many frames of z on either side, enough for the
-# decoder's receptive field far below the int16 rounding of the audio sent
-# (some 89 dB below speech at -12 dBFS). Measured on the full-size HiFi-GAN
-# (chunked vs whole, SNR): 8 frames 89 dB, 10 125 dB, 12 and more 132 dB;
-# the tiny test model needs less. Every frame more is decoded twice per cut.
-DECODE_CONTEXT_FRAMES = 10
-# A small first slice gets audio out early; each next one is three times as
-# long, so the audio out soon outgrows the decoding (speech.py holds it
-# until the rest will arrive in time), up to slices long enough for the
-# context to cost little (240 frames is 2.8 s of audio; longer slices raise the peak memory).
-DECODE_FIRST_FRAMES = 12
-DECODE_GROWTH = 3
-DECODE_MAX_FRAMES = 240
-# Audio is held (speech.py) for decoding this many times slower than
-# measured: the measure is smoothed, and other work on the machine can slow
-# the next runs down.
-DECODE_SPEED_MARGIN = 1.25
-# How much each decoder run moves the two averages of the decoding speed
-# (see Voice.decode_factor): the quick one follows a slowdown within a few
-# runs; the steady one keeps a few lucky runs in a busy or throttled
-# machine's uneven timings from releasing a sentence early.
-QUICK_SPEED_WEIGHT = 0.3
-STEADY_SPEED_WEIGHT = 0.1
-# Runs whose speeds the pacing expects again, the slowest first (Voice.recent_factors).
-RECENT_RUNS = 8
-
-
-@dataclass(frozen=True)
-class DecodeRun:
-    """One run still to come of a sentence's decoding: the samples of audio it yields and the samples it decodes."""
-
-    audio: int
-    decoded: int
-
-
-def _even(start: int, frames: int) -> list[tuple[int, int]]:
-    """[start, frames) in as few even slices of at most DECODE_MAX_FRAMES as there can be."""
-    rest = frames - start
-    if rest <= 0:
-        return []
-    pieces = -(-rest // DECODE_MAX_FRAMES)
-    bounds = [start + rest * i // pieces for i in range(pieces + 1)]
-    return list(zip(bounds[:-1], bounds[1:]))
-
-
-def decode_plan(frames: int, quick_start: bool = True) -> list[tuple[int, int]]:
-    """[start, end) frame ranges covering `frames` for a decoder that cannot stream: even ones up to the
-    max, after growing ones from DECODE_FIRST_FRAMES if `quick_start`.
-
-    Every cut costs twice the context in repeated decoding, so only a
-    sentence the listener may run out of audio before gets the quick start;
-    speech.py holds the audio until the later slices will arrive in time.
-    """
-    ranges: list[tuple[int, int]] = []
-    start, size = 0, DECODE_FIRST_FRAMES
-    while quick_start and size < DECODE_MAX_FRAMES and start + size < frames:
-        ranges.append((start, start + size))
-        start, size = start + size, size * DECODE_GROWTH
-    return ranges + _even(start, frames)
-
-
-def _with_context(start: int, end: int, frames: int) -> tuple[int, int]:
-    """The frames decoded for the slice [start, end): the slice with its context on either side."""
-    return max(0, start - DECODE_CONTEXT_FRAMES), min(frames, end + DECODE_CONTEXT_FRAMES)
-
-
-class SentenceAudio(Iterator[np.ndarray]):
-    """One sentence's audio piece by piece, and the decoding still to come after the latest piece.
-
-    `rest` lets a caller judge, from the voice's measured decoding speed,
-    whether the rest will arrive before playback gets there (see
-    speech.Speech). It is empty before the first piece and after the last.
-    """
-
-    def __init__(self, make: Callable[[SentenceAudio], Iterator[np.ndarray]]) -> None:
-        self.rest: tuple[DecodeRun, ...] = ()
-        self._pieces = make(self)
-
-    def __next__(self) -> np.ndarray:
-        return next(self._pieces)
 
 
 class Voice:
@@ -179,7 +53,7 @@ class Voice:
         runtime and its measurements; `license`: the licence text its files state ("" if none);
         `entry`: its synthesizer's cache entry (whose decoder may still be measured, engine/runtimes.py);
         `threads`: the cap on its sessions' threads."""
-        _require_jp_extra(name, config)
+        require_jp_extra(name, config)
         self.name = name
         self.origin = origin
         self.speaker_id = speaker_id
@@ -190,15 +64,11 @@ class Voice:
         self.frontend = frontend
         self.models = models
         self.gain = 1.0  # brings the voice to hayakoe's loudness; decided at preparation (loudness.py)
-        self._decoder_cold = True  # its first run includes ONNX Runtime's lazy initialisation
         self.runtimes = runtimes or {}
         self.entry = entry
         self.threads = threads
-        # Decoding seconds per second of audio decoded, smoothed; from the start, where the cache timed it.
-        self._quick_factor: float | None = None
-        self._steady_factor: float | None = None
-        self._recent_factors: deque[float] = deque(maxlen=RECENT_RUNS)
-        self.decode_factor = self.measured_decode_factor()
+        # How fast this machine decodes it; from the start, where the cache timed it.
+        self.speed = DecodeSpeed(config.sample_rate, self.measured_decode_factor())
 
     @classmethod
     def load(
@@ -212,7 +82,7 @@ class Voice:
         """The voice in `files`, its models optimized through `cache` and each run where `request` says
         (default: the faster runtime measured here, see runtime/measure.py)."""
         config = VoiceConfig.read(files.config)
-        _require_jp_extra(files.name, config)  # before optimizing anything
+        require_jp_extra(files.name, config)  # before optimizing anything
         return cls._load(files, config, frontend_for, cache, request, chunked)
 
     @staticmethod
@@ -224,7 +94,7 @@ class Voice:
         or its steps raise, what their loading would."""
         if isinstance(files, AivmxVoice):
             return [partial(cache.prepare, files.path, split=True, request=request, stop=stop)]
-        _require_jp_extra(files.name, VoiceConfig.read(files.config))
+        require_jp_extra(files.name, VoiceConfig.read(files.config))
         return loading.voice_preparations(files, cache, request, stop=stop)
 
     @classmethod
@@ -387,7 +257,7 @@ class Voice:
         (`quick_start`: small first slices, see decode_plan).
 
         Before each piece is yielded, `progress.rest` is set to the runs still to come. Each run's
-        time updates the decoding speed (`decode_factor`).
+        time updates the decoding speed (`speed`).
         """
         if self.models.streaming_decoder is not None:
             yield from self._stream(self.models.streaming_decoder, latent, speaker, progress)
@@ -397,12 +267,12 @@ class Voice:
         hop = self.config.hop_length
         frames = latent.shape[2]
         plan = decode_plan(frames, quick_start)
-        ranges = [_with_context(start, end, frames) for start, end in plan]
+        ranges = [with_context(start, end, frames) for start, end in plan]
         slices = [DecodeRun((end - start) * hop, (high - low) * hop) for (start, end), (low, high) in zip(plan, ranges)]
         for index, ((start, end), (low, high)) in enumerate(zip(plan, ranges)):
             began = time.perf_counter()
             audio = decoder.decode(latent[:, :, low:high], speaker)
-            self._measure_decoding(time.perf_counter() - began, (high - low) * hop)
+            self.speed.record(time.perf_counter() - began, (high - low) * hop)
             if progress is not None:
                 progress.rest = tuple(slices[index + 1 :])
             yield audio[(start - low) * hop : (end - low) * hop]
@@ -433,7 +303,7 @@ class Voice:
             # From the third run on, the time since the run before ended: a stall between runs (a
             # throttled or busy machine) delays the audio as much as one inside a run. The first two
             # are timed alone: the pause before the sentence is predicted between them.
-            self._measure_decoding(ended - (previous_end if run >= 2 else began), chunk)
+            self.speed.record(ended - (previous_end if run >= 2 else began), chunk)
             previous_end = ended
             left -= len(audio)
             if progress is not None:
@@ -441,54 +311,12 @@ class Voice:
                 progress.rest = tuple(DecodeRun(max(0, min(chunk, left - chunk * i)), chunk) for i in range(later))
             yield audio
 
-    def _measure_decoding(self, seconds: float, samples: int) -> None:
-        if self._decoder_cold:  # not this machine's speed: the warm-up (or first request) pays it
-            self._decoder_cold = False
-            return
-        factor = seconds * self.sample_rate / samples
-        if self._quick_factor is None or self._steady_factor is None:
-            self.decode_factor = factor
-        else:
-            self._quick_factor += QUICK_SPEED_WEIGHT * (factor - self._quick_factor)
-            self._steady_factor += STEADY_SPEED_WEIGHT * (factor - self._steady_factor)
-        self._recent_factors.append(factor)
-
-    @property
-    def decode_factor(self) -> float | None:
-        """Seconds of decoding per second of audio, as the pacing plans with it (None: not measured yet):
-        the slower of a quick and a steady average over the latest runs."""
-        if self._quick_factor is None or self._steady_factor is None:
-            return None
-        return max(self._quick_factor, self._steady_factor)
-
-    @decode_factor.setter
-    def decode_factor(self, factor: float | None) -> None:
-        """Start both averages from `factor`: a measurement of the runtime, or None (unknown)."""
-        self._quick_factor = self._steady_factor = factor
-        self._recent_factors.clear()
-
-    @property
-    def recent_factors(self) -> tuple[float, ...]:
-        """The last RECENT_RUNS runs' seconds per second of audio, the slowest first: a busy or throttled
-        machine's next runs may be as slow again, in a row, whatever the average says."""
-        return tuple(sorted(self._recent_factors, reverse=True))
-
     def measured_decode_factor(self) -> float | None:
         """The decoder's speed as its runtime was measured on this machine (runtime/measure.py), if it was:
-        seconds per second of audio decoded, as `_measure_decoding` learns it from each run."""
+        seconds per second of audio decoded, as `speed` learns it from each run."""
         choice = self.runtimes.get(DECODER)
         per_frame = choice.seconds_per_frame() if choice else None
         return per_frame * self.sample_rate / self.config.hop_length if per_frame else None
-
-    @property
-    def cold(self) -> bool:
-        """Whether its decoder has never run (measuring its level, at a first start, runs it)."""
-        return self._decoder_cold
-
-    @property
-    def decoder_keeps_up(self) -> bool:
-        """Whether this machine decodes this voice faster than it plays (measured on the latest runs)."""
-        return self.decode_factor is not None and self.decode_factor < 1.0
 
     def predict_durations(self, phonemes: Phonemes, bert: np.ndarray, settings: SynthesisSettings) -> np.ndarray | None:
         """Frames per phone from the duration predictor, or None if the voice has none."""

@@ -15,20 +15,9 @@ from functools import partial
 from pathlib import Path
 
 from ..store import VoiceFiles
-from .cache import (
-    DECODER,
-    DECODER_STEP,
-    DURATION_PREDICTOR,
-    FRONT,
-    NO_OPENVINO,
-    OPENVINO,
-    WHOLE,
-    ChildStop,
-    ModelCache,
-    PreparedModel,
-    RuntimeChoice,
-    RuntimeRequest,
-)
+from .cache import ModelCache
+from .children import ChildStop
+from .entry import DECODER, DECODER_STEP, DURATION_PREDICTOR, FRONT, WHOLE, PreparedModel, RuntimeChoice
 from .models import VoiceModels
 from .ort import (
     OrtDecoder,
@@ -39,6 +28,7 @@ from .ort import (
     Session,
     open_session,
 )
+from .request import NO_OPENVINO, OPENVINO, RuntimeRequest
 
 _LOGGER = logging.getLogger(__name__)
 UNTIL_MEASURED = "until the other runtimes are measured, after the start"

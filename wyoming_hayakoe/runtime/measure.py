@@ -54,30 +54,31 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from .cache import (
-    BACKENDS,
+from .cache import MEASURING_LOCK, TIMINGS
+from .deconv import conv_transposes_need_widening, widen_conv_transposes
+from .entry import (
     DECODER_STEP,
     DECODER_STEP_PLAIN,
     FRONT,
     MANIFEST,
-    MEASURING_LOCK,
+    OPENVINO_CACHE,
+    RuntimeChoice,
+    StreamSpec,
+    write_manifest,
+)
+from .models import SynthesisInputs
+from .ort import OrtFront, Session, decode_streaming, open_session
+from .request import (
+    BACKENDS,
     NO_OPENVINO,
     OPENVINO,
-    OPENVINO_CACHE,
     PRECISIONS,
-    TIMINGS,
-    RuntimeChoice,
     RuntimeRequest,
-    StreamSpec,
     cpu_signature,
     native_lower_precision,
     onnxruntime_version,
     openvino_version,
-    write_manifest,
 )
-from .deconv import conv_transposes_need_widening, widen_conv_transposes
-from .models import SynthesisInputs
-from .ort import OrtFront, Session, decode_streaming, open_session
 
 F32_MIN_SNR_DB = 100.0  # f32 on another runtime: the same computation, only summed in another order
 # A lower precision must measure at least this against f32 on the voice itself. Home Assistant

@@ -28,22 +28,19 @@ from typing import Any
 import onnxruntime as ort
 
 from ..store import AIVMX_SUFFIX, VOICE_CONFIG_FILE, InvalidAivmx
-from .cache import (
-    BACKENDS,
+from .cache import runtime_identity
+from .entry import (
     DECODER,
     DECODER_STEP,
     DECODER_STEP_PLAIN,
     DURATION_PREDICTOR,
     FRONT,
-    ONNXRUNTIME,
-    PRECISIONS,
     WHOLE,
     RuntimeChoice,
-    RuntimeRequest,
-    runtime_identity,
     write_manifest,
 )
 from .measure import Steps, choose_decoder_runtime, openvino_missing
+from .request import BACKENDS, ONNXRUNTIME, PRECISIONS, RuntimeRequest
 from .split import SplitSynthesizer
 
 # The step model is kept only if it decodes a latent as a whole decode does, to this

@@ -19,7 +19,9 @@ import numpy as np
 import onnxruntime as ort
 
 from ..store import BertFiles
-from .cache import WHOLE, ChildStop, ModelCache, StreamSpec
+from .cache import ModelCache
+from .children import ChildStop
+from .entry import WHOLE, StreamSpec
 from .models import SynthesisInputs
 
 

@@ -44,7 +44,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from .cache import StreamSpec
+from .entry import StreamSpec
 from .ort import OrtDecoder, decode_streaming
 
 # Frames of the latent per run. The first run's audio is what it decodes less

@@ -1,0 +1,201 @@
+"""A cache entry on disk: its parts, how each one runs, and the manifest that says the entry is whole.
+
+The manifest lists every file of the entry with its size and is written
+last, in one step, after everything else is flushed to disk: an entry a
+reader finds is complete, or it is not used (ModelCache then makes it again).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .request import ONNXRUNTIME
+
+MANIFEST = "manifest.json"
+WHOLE = "model"
+FRONT = "front"
+DECODER = "decoder"
+DECODER_STEP = "decoder_step"  # the decoder as a step model (stream.py), where it can be rewritten
+DECODER_STEP_PLAIN = "decoder_step.plain.onnx"  # its graph before ONNX Runtime's optimization (for other runtimes)
+DURATION_PREDICTOR = "duration_predictor"  # an optional part, cut out of an AIVMX synthesizer
+OPENVINO_CACHE = "openvino-cache"  # OpenVINO's compiled models, inside the entry
+
+
+@dataclass(frozen=True)
+class RuntimeChoice:
+    """Which runtime runs one part of a model, and the measurements it was chosen by."""
+
+    backend: str = ONNXRUNTIME
+    precision: str = "f32"
+    seconds: dict[str, float] = field(default_factory=dict)  # e.g. {"openvino f32": 0.15}, per `work`
+    snr_db: dict[str, float] = field(default_factory=dict)  # each OpenVINO candidate against ONNX Runtime f32
+    failed: dict[str, str] = field(default_factory=dict)  # candidates not chosen because a check failed
+    work: str = ""  # what was timed, e.g. "100 frames"
+    note: str = ""  # e.g. why OpenVINO was not considered
+    frames: int = 0  # the frames `work` decoded, padding included (0: not timed per frame)
+
+    @property
+    def label(self) -> str:
+        return f"{self.backend} {self.precision}"
+
+    def seconds_per_frame(self) -> float | None:
+        """The chosen runtime's measured time per frame decoded, where it was timed so."""
+        seconds = self.seconds.get(self.label)
+        return seconds / self.frames if seconds is not None and self.frames else None
+
+    @property
+    def disagreed(self) -> bool:
+        """Whether OpenVINO failed at f32: not a precision trade-off but a runtime computing this model wrongly."""
+        return any(label.endswith(" f32") for label in self.failed)
+
+    def summary(self, part: str) -> str:
+        """One log line, e.g. `decoder: openvino f32 0.15 s, onnxruntime f32 0.22 s per 100 frames -> openvino f32`."""
+        timed = ", ".join(f"{name} {secs:.3g} s" for name, secs in sorted(self.seconds.items(), key=lambda i: i[1]))
+        line = f"{part}: {timed} per {self.work} -> {self.label}" if timed else f"{part}: {self.label}"
+        extra = [f"{name} rejected: {why}" for name, why in self.failed.items()] + ([self.note] if self.note else [])
+        return line + (f" ({'; '.join(extra)})" if extra else "")
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """How to run a decoder's step model (stream.py): a fixed chunk of `chunk_frames` frames of the latent
+    per run, with the sentence's start frame and total frames, and each state fed back as it came out.
+
+    The audio out of the runs, joined, is the whole-sentence decode delayed by `delay` samples.
+    """
+
+    chunk_frames: int
+    hop: int  # audio samples per frame
+    delay: int  # samples out before the sentence's first
+    latent: str  # the inputs: the latent chunk [1, C, chunk_frames] and the speaker embedding [1, G, 1]...
+    speaker: str
+    start: str  # ...the chunk's first frame and the sentence's frames (int64 [1])...
+    frames: str
+    states: tuple[tuple[str, str, tuple[int, ...]], ...]  # ...and each state: (input, output, float32 shape)
+    audio: str = "audio"  # the output: [1, 1, chunk_frames * hop]
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> StreamSpec:
+        states = tuple((str(i), str(o), tuple(int(d) for d in shape)) for i, o, shape in raw["states"])
+        return cls(**{**raw, "states": states})  # `raw` is left as it was
+
+    def state_pairs(self) -> dict[str, str]:
+        """Each state's input name: its output name (what a runtime that keeps the states itself needs)."""
+        return {state_in: state_out for state_in, state_out, _ in self.states}
+
+    def runs(self, frames: int) -> int:
+        """The runs a sentence of `frames` takes: its frames, then zero chunks until its last sample is out."""
+        return -(-(frames * self.hop + self.delay) // (self.chunk_frames * self.hop))
+
+
+@dataclass(frozen=True)
+class PreparedModel:
+    """An optimized model on disk: one graph, or a synthesizer's front and decoder."""
+
+    parts: dict[str, Path]
+    latent: str = ""  # tensors between front and decoder, when split
+    speaker: str = ""
+    unsplit_reason: str = ""  # why a synthesizer could not be split
+    extras: dict[str, Path] = field(default_factory=dict)  # other files by name (an AIVMX's config, ...)
+    no_duration_predictor_reason: str = ""  # why an AIVMX gave no duration predictor
+    runtimes: dict[str, RuntimeChoice] = field(default_factory=dict)  # per part; absent: ONNX Runtime f32
+    stream: StreamSpec | None = None  # how to run the DECODER_STEP part, when there is one
+    no_stream_reason: str = ""  # why a split decoder could not be rewritten into one
+    unmeasured: bool = False  # on ONNX Runtime f32 until `ModelCache.measure` has chosen the step model's runtime
+    uncapped_reason: str = ""  # why a synthesizer's frames per run could not be capped (frame_cap.py)
+
+    def runtime(self, part: str) -> RuntimeChoice:
+        return self.runtimes.get(part, RuntimeChoice())
+
+    @property
+    def openvino_cache(self) -> Path:
+        """Where OpenVINO keeps this entry's compiled models, so warm starts do not compile again."""
+        return self.entry / OPENVINO_CACHE
+
+    @property
+    def split(self) -> bool:
+        return DECODER in self.parts
+
+    @property
+    def entry(self) -> Path:
+        return next(iter(self.parts.values())).parent
+
+
+def sync_to_disk(path: Path) -> None:
+    """Flush a file or folder to disk, so an entry survives a power cut whole or not at all."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_manifest(entry: Path, manifest: dict[str, Any], dropped: Collection[Path] = ()) -> None:
+    """Write `manifest` with the sizes of the entry's files, all flushed to disk first, and the
+    manifest itself replaced in one step: a reader sees the old entry or the new one, never half.
+    The `dropped` files are left out, and removed once the new manifest is in place."""
+    files = sorted(p for p in entry.rglob("*") if p.is_file() and not p.name.startswith(MANIFEST) and p not in dropped)
+    manifest["files"] = {path.name: path.stat().st_size for path in files if path.parent == entry}
+    for path in files:
+        sync_to_disk(path)
+    written = entry / (MANIFEST + ".new")
+    written.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+    sync_to_disk(written)
+    written.replace(entry / MANIFEST)
+    sync_to_disk(entry)
+    for path in dropped:
+        path.unlink(missing_ok=True)
+
+
+def read_manifest(entry: Path, split: bool) -> PreparedModel | None:
+    """The entry's model if every file it lists is there at its recorded size."""
+    try:
+        manifest = json.loads((entry / MANIFEST).read_text(encoding="utf-8"))
+        parts = dict(manifest["parts"])
+        sizes = dict(manifest["files"])
+        extras = dict(manifest.get("extras", {}))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    expected = {FRONT, DECODER} if split and not manifest.get("unsplit_reason") else {WHOLE}
+    # Only plain file names inside the entry: the manifest never leads elsewhere.
+    names = set(parts.values()) | set(sizes) | set(extras.values())
+    stream = manifest.get("stream")
+    if stream is not None:
+        expected.add(DECODER_STEP)
+    if set(parts) - {DURATION_PREDICTOR} != expected or not (set(parts.values()) | set(extras.values())) <= set(sizes):
+        return None
+    if not all(isinstance(f, str) and f == Path(f).name and f not in ("", ".", "..") for f in names):
+        return None
+    try:
+        if any((entry / name).stat().st_size != size for name, size in sizes.items()):
+            return None
+    except OSError:
+        return None
+    try:
+        runtimes = {part: RuntimeChoice(**choice) for part, choice in manifest.get("runtimes", {}).items()}
+    except (TypeError, AttributeError):
+        return None
+    if not set(runtimes) <= set(parts):
+        return None
+    try:
+        spec = StreamSpec.from_json(dict(stream)) if stream is not None else None
+    except (TypeError, ValueError, AttributeError):
+        return None
+    return PreparedModel(
+        {name: entry / file for name, file in parts.items()},
+        manifest.get("latent", ""),
+        manifest.get("speaker", ""),
+        manifest.get("unsplit_reason", ""),
+        {name: entry / file for name, file in extras.items()},
+        manifest.get("no_duration_predictor_reason", ""),
+        runtimes,
+        spec,
+        manifest.get("no_stream_reason", ""),
+        manifest.get("unmeasured", False) is True,
+        str(manifest.get("uncapped_reason", "")),
+    )
