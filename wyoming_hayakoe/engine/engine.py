@@ -312,7 +312,7 @@ class Engine:
 
     def bounded(self, sentence: str) -> list[str]:
         """`sentence` in parts short enough for one pass of the models."""
-        return bounded_sentences([sentence]) or [sentence]
+        return bounded_sentences([sentence], MAX_SENTENCE_CHARS) or [sentence]
 
     def plan(self, text: str) -> TextPlan:
         """`text` rewritten and split the way a whole text is spoken."""

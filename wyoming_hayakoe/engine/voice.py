@@ -18,7 +18,7 @@ from ..runtime.models import Decoder, StreamingDecoder, SynthesisInputs, VoiceMo
 from ..runtime.request import RuntimeRequest
 from ..store import STYLE_VECTORS_FILE, VOICE_CONFIG_FILE, AivmxVoice, VoiceFiles, voice_license
 from ..text import Frontend, Phonemes
-from .decode_plan import DecodeRun, SentenceAudio, decode_plan, with_context
+from .decode_plan import DecodeRun, SentenceAudio, decode_plan, slice_runs, stream_runs, with_context
 from .decode_speed import DecodeSpeed
 from .settings import SynthesisSettings
 from .voice_config import UnknownStyle, VoiceConfig, require_jp_extra
@@ -234,10 +234,15 @@ class Voice:
         """float32 mono audio in ±1 for one sentence, in pieces as the decoder makes them (see decode_plan)."""
 
         def pieces(progress: SentenceAudio) -> Iterator[np.ndarray]:
+            began = time.perf_counter()
             if self.models.whole is not None:
-                yield self.models.whole.audio(self._inputs(phonemes, bert, settings))
+                audio = self.models.whole.audio(self._inputs(phonemes, bert, settings))
+                progress.front_seconds = time.perf_counter() - began
+                yield audio
                 return
-            yield from self.decode(*self.front(phonemes, bert, settings), quick_start, progress)
+            latent, speaker = self.front(phonemes, bert, settings)
+            progress.front_seconds = time.perf_counter() - began
+            yield from self.decode(latent, speaker, quick_start, progress)
 
         return SentenceAudio(pieces)
 
@@ -268,7 +273,7 @@ class Voice:
         frames = latent.shape[2]
         plan = decode_plan(frames, quick_start)
         ranges = [with_context(start, end, frames) for start, end in plan]
-        slices = [DecodeRun((end - start) * hop, (high - low) * hop) for (start, end), (low, high) in zip(plan, ranges)]
+        slices = slice_runs(plan, frames, hop)
         for index, ((start, end), (low, high)) in enumerate(zip(plan, ranges)):
             began = time.perf_counter()
             audio = decoder.decode(latent[:, :, low:high], speaker)
@@ -276,6 +281,17 @@ class Voice:
             if progress is not None:
                 progress.rest = tuple(slices[index + 1 :])
             yield audio[(start - low) * hop : (end - low) * hop]
+
+    def planned_runs(self, frames: int) -> tuple[DecodeRun, ...]:
+        """The decoder runs a latent of `frames` will take, for a part not synthesized yet (pacing.py);
+        none for a synthesizer that cannot be split (its part's first step makes all its audio)."""
+        hop = self.config.hop_length
+        if self.models.streaming_decoder is not None:
+            decoder = self.models.streaming_decoder
+            return stream_runs(decoder.runs(frames), decoder.chunk_frames * hop, frames * hop)
+        if self.models.decoder is not None:
+            return tuple(slice_runs(decode_plan(frames, quick_start=False), frames, hop))
+        return ()
 
     def whole_decoder(self) -> Decoder | None:
         """A decoder of a sentence's whole latent in one run, where the voice has a front: the slices'
