@@ -259,7 +259,7 @@ def test_a_full_disk_is_a_clear_error(model: Path, tmp_path: Path, monkeypatch) 
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(tempfile, "mkdtemp", full)
-    with pytest.raises(PreparationError, match=r"No space left.*--cache-dir"):
+    with pytest.raises(PreparationError, match=r"has no room for it \(\d+ MB free; .*No space left.*\).*--cache-dir"):
         cache.prepare(model)
 
 

@@ -36,11 +36,12 @@ The children's progress lines are relayed to the log as they come.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
 import logging
-import os
+import re
 import shutil
 import sys
 import tempfile
@@ -50,13 +51,13 @@ from pathlib import Path
 from typing import Any
 
 from ..store import AIVMX_SUFFIX
-from .children import ChildStop, failure, run_child
+from .children import ChildStop, failure, parent_argument, run_child
 from .entry import MANIFEST, PreparedModel, read_manifest, sync_to_disk
 from .request import RuntimeRequest, cpu_signature, onnxruntime_version, openvino_version, request_arguments
 
 _LOGGER = logging.getLogger(__name__)
 
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4  # 4: the manifest lists each file's checksum
 LOCK = ".lock"  # the folder's: held briefly to remove what is no longer needed
 ENTRY_LOCKS = ".locks"  # one lock file per entry key, held while the entry is read or built
 BUILDING = ".building-"  # + the entry's key + "-": its work folder while a child builds it
@@ -64,6 +65,9 @@ OPTIMIZER = __name__.rsplit(".", 1)[0] + ".optimize"  # the child's module
 MEASURER = __name__.rsplit(".", 1)[0] + ".measure"  # the background child's module
 MEASURING_LOCK = ".measuring"  # one measuring child at a time per cache folder
 TIMINGS = "timings.json"  # decoder timings by architecture, shared by the entries of one folder (measure.py)
+#: How a child's error says that a write found no room (ONNX Runtime says only that it failed; a file size
+#: limit fails the same write).
+NO_ROOM = re.compile(r"No space left on device|Errno 28|Disk quota exceeded|File too large|Errno 27|Failed to write")
 
 
 class PreparationError(RuntimeError):
@@ -169,9 +173,25 @@ class ModelCache:
                 self._clear_leftovers()
             return prepared
         except OSError as err:
+            if err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                raise PreparationError(f"Could not optimize {source}: {self._no_room(str(err))}") from err
             raise PreparationError(
                 f"Model cache {self.folder}: {err}. Free some space or choose another folder with --cache-dir"
             ) from err
+
+    def _free(self) -> int:
+        """Bytes free for the cache folder (0 if that cannot be told)."""
+        try:
+            return shutil.disk_usage(self.folder).free
+        except OSError:
+            return 0
+
+    def _no_room(self, error: str) -> str:
+        """What to tell a user whose cache folder had no room for a write that failed with `error`."""
+        return (
+            f"the model cache {self.folder} has no room for it ({self._free() / 1e6:.0f} MB free; {error}): "
+            "free some space there or choose another folder with --cache-dir"
+        )
 
     def _lock_file(self, key: str | None) -> Path:
         if key is None:
@@ -206,7 +226,14 @@ class ModelCache:
         shutil.rmtree(entry, ignore_errors=True)  # an incomplete entry, if any
         work = Path(tempfile.mkdtemp(prefix=f"{BUILDING}{key}-", dir=self.folder))
         try:
-            command = [sys.executable, "-m", OPTIMIZER, str(source.absolute()), str(work.absolute())]
+            command = [
+                sys.executable,
+                "-m",
+                OPTIMIZER,
+                str(source.absolute()),
+                str(work.absolute()),
+                *parent_argument(),
+            ]
             command += ["--split"] if split else []
             if runtime_identity(request, split) is not None:
                 assert request is not None
@@ -216,6 +243,8 @@ class ModelCache:
                 raise PreparationError(f"Optimizing {source} stopped", "stopped")
             if done.returncode != 0:
                 reason = failure(done)
+                if NO_ROOM.search(done.stderr) or self._free() < source.stat().st_size:
+                    reason = self._no_room(reason)
                 raise PreparationError(f"Could not optimize {source}: {reason}", reason)
             work.rename(entry)
             sync_to_disk(self.folder)
@@ -232,7 +261,7 @@ class ModelCache:
         with the reason (after `stop`: "stopped").
         """
         command = [sys.executable, "-m", MEASURER, str(prepared.entry.absolute()), *request_arguments(request)]
-        command += ["--parent", str(os.getpid())]
+        command += parent_argument()
         done = run_child(command, label, stop)
         if stop.stopped:
             raise PreparationError(f"Measuring {label} stopped", "stopped")
