@@ -255,14 +255,15 @@ def synthesize(
     return (piece for piece in Speech(engine, voice_name, settings).text(text) if len(piece))
 
 
-def warm_up(engine: Engine) -> None:
+def warm_up(engine: Engine, stopped: Callable[[], bool] | None = None) -> None:
     """Run every voice before the first request, so that request does not pay the models' first runs.
 
     A model's first run pays its runtime's lazy initialisation: without this, the first request after
     a start waited some 150 ms longer for its first audio (full-size stand-in, 2-core EPYC; some 20 ms
     on a Xeon). A voice whose decoding speed is not known yet speaks the whole text, as the first
     request's pacing needs that speed; the others run as far as their first piece of audio (the BERT,
-    the front, one decoder run), which is what a first audio waits for.
+    the front, one decoder run), which is what a first audio waits for. `stopped` ends it between two
+    model runs.
     """
     for voice in engine.voices.values():
         if not voice.speed.cold:  # it ran at this start already (its level was measured)
@@ -270,7 +271,8 @@ def warm_up(engine: Engine) -> None:
         pieces = synthesize(engine, WARM_UP_TEXT, voice.name, SynthesisSettings(style=voice.styles[0]))
         if voice.speed.factor is None:
             for _ in pieces:
-                pass
+                if stopped is not None and stopped():
+                    return
         else:
             next(pieces, None)
             pieces.close()

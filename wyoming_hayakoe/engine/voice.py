@@ -78,12 +78,14 @@ class Voice:
         cache: ModelCache,
         request: RuntimeRequest | None = None,
         chunked: bool = True,
+        stop: ChildStop | None = None,
     ) -> Voice:
         """The voice in `files`, its models optimized through `cache` and each run where `request` says
-        (default: the faster runtime measured here, see runtime/measure.py)."""
+        (default: the faster runtime measured here, see runtime/measure.py); `stop` ends an optimization
+        from another thread."""
         config = VoiceConfig.read(files.config)
         require_jp_extra(files.name, config)  # before optimizing anything
-        return cls._load(files, config, frontend_for, cache, request, chunked)
+        return cls._load(files, config, frontend_for, cache, request, chunked, stop=stop)
 
     @staticmethod
     def preparations(
@@ -105,12 +107,13 @@ class Voice:
         cache: ModelCache,
         request: RuntimeRequest | None = None,
         chunked: bool = True,
+        stop: ChildStop | None = None,
     ) -> Voice:
         """One speaker of an AIVMX model: converted once by the cache, whose entry holds its config and style vectors.
 
         Raises PreparationError with the reason when the file cannot be converted.
         """
-        prepared = cache.prepare(voice.path, split=chunked, request=request or RuntimeRequest())
+        prepared = cache.prepare(voice.path, split=chunked, request=request or RuntimeRequest(), stop=stop)
         files = VoiceFiles(
             name=voice.name,
             folder=voice.path.parent,
@@ -123,7 +126,7 @@ class Voice:
         config = replace(config, style_ids=dict(voice.styles))  # this speaker's styles, by their manifest names
         if prepared.no_duration_predictor_reason:
             _LOGGER.warning("%s: no duration predictor (%s)", voice.path, prepared.no_duration_predictor_reason)
-        loaded = cls._load(files, config, frontend_for, cache, request, chunked, voice)
+        loaded = cls._load(files, config, frontend_for, cache, request, chunked, voice, stop)
         _LOGGER.info(
             "Voice %s is speaker %r of the AIVMX model %r%s; licence: %s",
             voice.name,
@@ -144,8 +147,9 @@ class Voice:
         request: RuntimeRequest | None,
         chunked: bool,
         aivmx: AivmxVoice | None = None,
+        stop: ChildStop | None = None,
     ) -> Voice:
-        loaded = loading.load_voice(files, cache, request or RuntimeRequest(), chunked)
+        loaded = loading.load_voice(files, cache, request or RuntimeRequest(), chunked, stop)
         models = loaded.models
         if loaded.unsplit_reason:
             _LOGGER.warning(

@@ -45,6 +45,7 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -65,6 +66,7 @@ OPTIMIZER = __name__.rsplit(".", 1)[0] + ".optimize"  # the child's module
 MEASURER = __name__.rsplit(".", 1)[0] + ".measure"  # the background child's module
 MEASURING_LOCK = ".measuring"  # one measuring child at a time per cache folder
 TIMINGS = "timings.json"  # decoder timings by architecture, shared by the entries of one folder (measure.py)
+LOCK_POLL_SECONDS = 0.05  # how often a wait for an entry's lock that may be stopped looks again
 #: How a child's error says that a write found no room (ONNX Runtime says only that it failed; a file size
 #: limit fails the same write).
 NO_ROOM = re.compile(r"No space left on device|Errno 28|Disk quota exceeded|File too large|Errno 27|Failed to write")
@@ -160,7 +162,7 @@ class ModelCache:
         key = cache_key(source, split, request)
         entry = self.folder / key
         try:
-            with self._locked(key):
+            with self._locked(key, stop):
                 prepared = read_manifest(entry, split)
                 if prepared is None:
                     _LOGGER.info("Optimizing %s once for this machine (cached in %s)", source, self.folder)
@@ -200,10 +202,20 @@ class ModelCache:
         return self.folder / ENTRY_LOCKS / key
 
     @contextlib.contextmanager
-    def _locked(self, key: str | None = None) -> Iterator[None]:
-        """The entry `key`'s lock (the folder's without one), waiting for whoever holds it."""
+    def _locked(self, key: str | None = None, stop: ChildStop | None = None) -> Iterator[None]:
+        """The entry `key`'s lock (the folder's without one), waiting for whoever holds it (another server
+        building the entry); `stop`, from another thread, ends the wait (PreparationError "stopped")."""
         with open(self._lock_file(key), "a+b") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+            while stop is not None:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if stop.stopped:
+                        raise PreparationError("Waiting for the model cache stopped", "stopped") from None
+                    time.sleep(LOCK_POLL_SECONDS)
+            else:
+                fcntl.flock(lock, fcntl.LOCK_EX)
             yield
 
     @contextlib.contextmanager

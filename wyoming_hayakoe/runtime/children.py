@@ -52,6 +52,7 @@ class ChildStop:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._children: list[subprocess.Popen[str]] = []
+        self._then: list[Callable[[], None]] = []
         self.stopped = False
 
     def stop(self) -> None:
@@ -60,6 +61,17 @@ class ChildStop:
             for child in self._children:
                 if child.poll() is None:
                     child.terminate()
+            then, self._then = self._then, []
+        for stop_too in then:
+            stop_too()
+
+    def when_stopped(self, stop_too: Callable[[], None]) -> None:
+        """Call `stop_too` (quick) at the stop: at once, if it came already."""
+        with self._lock:
+            if not self.stopped:
+                self._then.append(stop_too)
+                return
+        stop_too()
 
     def watch(self, child: subprocess.Popen[str]) -> None:
         """`child` is one to stop from now on (at once, if `stop` came first)."""
