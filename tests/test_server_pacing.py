@@ -124,7 +124,7 @@ async def slowing_down(
 async def test_slower_than_playback_a_sentence_that_starts_plays_through(
     engine: Engine, speed: float, slowing: bool
 ) -> None:
-    """At half, a quarter and a seventh of real time, what a listener hears is a later start, then waits
+    """At 0.5x, 0.25x and 0.15x of real time, what a listener hears is a later start, then waits
     between sentences only. Steady: every model that slow (Home Assistant's plain path). Slowing down: the
     machine becomes SLOWING_DOWN times slower just as the long second sentence starts playing (a Raspberry
     Pi that starts transcribing speech; Home Assistant's streaming path, an LLM's deltas)."""
