@@ -2,7 +2,7 @@
 
 hayakoe calls ``pyopenjtalk.run_frontend`` and ``pyopenjtalk.make_label``
 by name.  Our G2P is pyopenjtalk-plus called one way, with our corrections
-after it (wyoming_hayakoe/text/openjtalk.py, corrections.py); hayakoe's
+after it (wyoming_hayakoe/text/openjtalk.py, corrections/); hayakoe's
 module gets exactly that in place of ``pyopenjtalk``, so the comparisons
 test what they are for: that everything after the G2P is the same.
 """

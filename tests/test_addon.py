@@ -85,7 +85,6 @@ def test_config_shape(config):
     assert "share" in [m if isinstance(m, str) else m["type"] for m in config["map"]]
     assert "*.onnx" in config["backup_exclude"]
     assert "cache" in config["backup_exclude"], "the run script's --cache-dir, /data/cache"
-    assert "image" not in config, "no published images yet: the Supervisor must build locally"
     assert config["ingress"] is True and config.get("ingress_port", 8099) == 8099, "the run script's --http-uri"
     assert config["panel_icon"].startswith("mdi:") and config["panel_title"] == "HayaKoe"
     assert re.fullmatch(r"\d+\.\d+\.\d+", str(config["version"]))

@@ -607,7 +607,7 @@ def test_katakana_reading_shows_pauses_and_sentence_ends(reader: HomeAssistantRe
 
 
 # --------------------------------------------------------------------------
-# Classes of misreading (the G2P, text/corrections.py and the rewrite)
+# Classes of misreading (the G2P, text/corrections/ and the rewrite)
 # --------------------------------------------------------------------------
 
 

@@ -48,12 +48,12 @@ def test_info_round_trips_through_the_wire_format(cards):
     assert program.voices[0].name == "mine"  # the default voice first
     # One entry per voice and style; the plain name is the default style, labelled with it.
     assert entries == {
-        "mine": "mine (Japanese) – ノーマル",
+        "mine": "mine (Japanese) (ノーマル)",
         "mine:怒り": "mine (Japanese) – 怒り",
-        "jvnv-F1-jp": "JVNV F1 (female, Japanese) – Neutral",
+        "jvnv-F1-jp": "JVNV F1 (female, Japanese) (Neutral)",
         "jvnv-F1-jp:Happy": "JVNV F1 (female, Japanese) – Happy",
         "jvnv-F1-jp:Sad": "JVNV F1 (female, Japanese) – Sad",
-        "tsukuyomi_chan": "Tsukuyomi-chan (female, Japanese) – Neutral",
+        "tsukuyomi_chan": "Tsukuyomi-chan (female, Japanese) (Neutral)",
     }
     assert len(program.voices) == len(entries)  # no name twice
     for voice in program.voices:

@@ -78,7 +78,7 @@ async def test_describe_gives_one_installed_program_with_every_voice_and_style(s
         assert [s.name for s in base.speakers] == STYLES
         # HA's UI passes only the voice name: every style is a voice of its own, the plain name the
         # default style (and labelled with it), with no twin for that style.
-        assert base.description.endswith(" – Neutral") and f"{name}:Neutral" not in voices
+        assert base.description.endswith(" (Neutral)") and f"{name}:Neutral" not in voices
         for style in STYLES[1:]:
             combo = voices[f"{name}:{style}"]
             assert combo.installed and combo.languages == ["ja"]
@@ -87,6 +87,20 @@ async def test_describe_gives_one_installed_program_with_every_voice_and_style(s
     # What HA builds its voice list from: (voice_id, name) per language.
     labels = [(v.name, v.description) for v in program.voices if v.installed for _ in v.languages]
     assert len({label for _, label in labels}) == len(labels), "UI labels must be unique"
+
+
+async def test_the_pickers_order_puts_each_default_style_first(server):
+    """Home Assistant sorts the voice list by label (wyoming/tts.py: ``sort(key=lambda v: v.name)``, by
+    code point) and its picker shows it in that order: each voice's plain entry, its default style,
+    comes before the voice's other styles, although "Happy" sorts before "Neutral"."""
+    info = await ha.describe(server.host, server.port)
+    listed = sorted(((v.description, v.name) for v in info.tts[0].voices), key=lambda entry: entry[0])
+    order = [name for _, name in listed]
+    assert order == [
+        "standin-a", *(f"standin-a:{s}" for s in sorted(STYLES[1:])),
+        "standin-b", *(f"standin-b:{s}" for s in sorted(STYLES[1:])),
+    ]  # fmt: skip
+    assert sorted(STYLES[1:])[0] < STYLES[0], "the styles must test a default that sorts in the middle"
 
 
 # -- non-streaming synthesize -----------------------------------------------------

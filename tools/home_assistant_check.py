@@ -4,7 +4,8 @@ Starts the server (`python -m wyoming_hayakoe`) and a headless Home
 Assistant core on 127.0.0.1, onboards an owner, adds the Wyoming
 integration, then checks what a user sees:
 
-1. the voice list (websocket `tts/engine/voices`): one entry per voice and style;
+1. the voice list (websocket `tts/engine/voices`): one entry per voice and style, in the picker's
+   order, each voice's default style first;
 2. blank and symbols-only text through `tts_get_url`: a file ffprobe can read;
 3. an old `voice:<default style>` name still speaks;
 4. the level of a reference passage in every voice (decoded by ffmpeg);
@@ -143,6 +144,18 @@ class HomeAssistant:
         ) as response:
             self.token = (await response.json())["access_token"]
 
+    async def keep_http_settings(self) -> None:
+        """Confirm configuration.yaml's http settings (127.0.0.1 only) at once.
+
+        From 2026.11 Home Assistant tries them as a pending configuration and, unless it is promoted
+        within five minutes, restarts on its defaults (port 8123 on every interface). Older releases
+        have no such command, and a stored configuration has nothing pending."""
+        try:
+            await self.websocket({"type": "http/config/promote"})
+        except RuntimeError as error:
+            if not re.search(r"unknown_command|No pending HTTP config", str(error)):
+                raise
+
     async def post(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
         async with self.session.post(f"{self.url}{path}", json=body, headers=self.headers) as response:
             try:
@@ -256,6 +269,7 @@ async def check(args: argparse.Namespace) -> dict[str, Any]:
                     raise TimeoutError(f"Home Assistant did not answer:\n{hass.text()[-3000:]}")
                 await asyncio.sleep(1)
             await home.onboard()
+            await home.keep_http_settings()
             await home.add_wyoming("127.0.0.1", wyoming_port)
             await asyncio.sleep(2)
             report["home assistant"] = json.loads((await home.get("/api/config"))[1])["version"]
@@ -264,6 +278,10 @@ async def check(args: argparse.Namespace) -> dict[str, Any]:
                 await home.websocket({"type": "tts/engine/voices", "engine_id": "tts.hayakoe", "language": "ja"})
             )["voices"]
             report["voices"] = [(v["voice_id"], v["name"]) for v in voices]
+            order = [v["voice_id"] for v in voices]
+            report["each voice's default style first in the picker"] = all(
+                order.index(name.split(":")[0]) < order.index(name) for name in order if ":" in name
+            )
 
             for name, text in (("blank", "   "), ("symbols", "🙂♪！？"), ("markup", "**")):
                 status, data = await home.speak(text)

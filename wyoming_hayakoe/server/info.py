@@ -6,11 +6,18 @@ can be set in YAML but not in the UI. So that every style can be picked in
 the UI, there is one entry per voice and style:
 
 - `jvnv-F1-jp`: the voice in its default style, described with it
-  ("JVNV F1 (female, Japanese) – Neutral"), with the styles listed as
+  ("JVNV F1 (female, Japanese) (Neutral)"), with the styles listed as
   `speakers` (a `speaker` option picks one);
-- `jvnv-F1-jp:Happy`, `jvnv-F1-jp:Sad`, …: each other style. The default
-  style has no such entry (it would be the same voice twice), but its name
-  (`jvnv-F1-jp:Neutral`), used before, is still understood.
+- `jvnv-F1-jp:Happy`, `jvnv-F1-jp:Sad`, …: each other style ("JVNV F1
+  (female, Japanese) – Happy"). The default style has no such entry (it
+  would be the same voice twice), but its name (`jvnv-F1-jp:Neutral`), used
+  before, is still understood.
+
+Home Assistant sorts the list by description, by code point, and its
+picker shows it in that order (and preselects the first entry where a voice
+is required). The default entry's style is in brackets, which sort before
+the dash of the other entries, so it comes first among its voice's styles,
+whatever they are called (with the dash, "– Neutral" came after "– Happy").
 
 An AIVMX voice is described by its speaker and model names from the
 file's manifest, and its attribution carries the model's creators and its
@@ -130,14 +137,11 @@ class VoiceEntry:
 
 def voice_entries(card: VoiceCard) -> list[VoiceEntry]:
     """The entries of one voice: its default style under the plain name first, then the other styles."""
-    others = [style for style in card.styles if style != card.default_style]
-    return [_entry(card, card.name, card.default_style)] + [
-        _entry(card, f"{card.name}{STYLE_SEPARATOR}{style}", style) for style in others
+    default = card.default_style
+    others = [style for style in card.styles if style != default]
+    return [VoiceEntry(card.name, default, f"{card.description} ({default})" if default else card.description)] + [
+        VoiceEntry(f"{card.name}{STYLE_SEPARATOR}{style}", style, f"{card.description} – {style}") for style in others
     ]
-
-
-def _entry(card: VoiceCard, name: str, style: str) -> VoiceEntry:
-    return VoiceEntry(name, style, f"{card.description} – {style}" if style else card.description)
 
 
 def build_info(cards: Iterable[VoiceCard], streaming: bool, default_voice: str | None = None) -> Info:
