@@ -102,6 +102,14 @@ def _code_signature() -> str:
     return digest.hexdigest()
 
 
+def _size(path: Path) -> int:
+    """A file's size, 0 if it cannot be told."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
 def runtime_identity(request: RuntimeRequest | None, split: bool) -> dict[str, Any] | None:
     """What of `request` shapes the entry: only a split synthesizer's decoder is measured."""
     return asdict(request) if request is not None and split else None
@@ -255,7 +263,7 @@ class ModelCache:
                 raise PreparationError(f"Optimizing {source} stopped", "stopped")
             if done.returncode != 0:
                 reason = failure(done)
-                if NO_ROOM.search(done.stderr) or self._free() < source.stat().st_size:
+                if NO_ROOM.search(done.stderr) or self._free() < _size(source):
                     reason = self._no_room(reason)
                 raise PreparationError(f"Could not optimize {source}: {reason}", reason)
             work.rename(entry)
