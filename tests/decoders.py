@@ -1,20 +1,28 @@
-"""Decoder test doubles: the real decoder at the speed of a slower machine (even or uneven), paused at a given run, or on slices."""
+"""Model test doubles: the real models on a slower machine (even or uneven, slowing down), a decoder paused at a given run, or on slices."""
 
 from __future__ import annotations
 
 import dataclasses
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 import onnx
 
+from wyoming_hayakoe.engine.engine import Engine
 from wyoming_hayakoe.engine.voice import Voice
 from wyoming_hayakoe.runtime.cache import ModelCache
 from wyoming_hayakoe.runtime.entry import DECODER
-from wyoming_hayakoe.runtime.models import Decoder, StreamingDecoder, VoiceModels
+from wyoming_hayakoe.runtime.models import (
+    BertModel,
+    Decoder,
+    StreamingDecoder,
+    SynthesisInputs,
+    SynthesizerFront,
+    VoiceModels,
+)
 from wyoming_hayakoe.runtime.ort import OrtDecoder, open_session
 from wyoming_hayakoe.runtime.request import RuntimeRequest
 from wyoming_hayakoe.runtime.split import split_synthesizer
@@ -42,6 +50,68 @@ class SlowDecoder:
         return audio
 
 
+class SlowMachine:
+    """A machine `speed` times as fast as real time (0.25: a second of audio takes four to decode), on which
+    every model is slow alike: the doubles below (SlowBert, SlowFront, SlowStreamingDecoder) each make a run
+    last what it costs at real time (see their `COST`), over the speed now, less what the real run took.
+
+    `uneven`: a throttled or shared machine's runs come out bimodal, most fast and the slow ones in a row
+    (cpulimit stops the process for most of a second): the decoder's runs go through `UNEVEN` in turn,
+    whose mean is 1 and which repeats every eight runs (the pacing's memory, decode_speed.RECENT_RUNS). `slow_down(k)` makes the machine `k` times slower from then on (a Raspberry Pi
+    that starts transcribing speech, a throttled one after a burst). `speed=None` is full speed (no waits).
+    The speed may be changed at any time; the doubles read it at each run.
+    """
+
+    UNEVEN = (0.4,) * 5 + (2.0,) * 3
+
+    def __init__(self, speed: float | None = None, uneven: bool = False) -> None:
+        self.speed, self.uneven = speed, uneven
+        self.runs = 0  # decoder runs so far
+
+    def slow_down(self, times: float) -> None:
+        assert self.speed is not None
+        self.speed /= times
+
+    def take(self, seconds: float, began: float, decoder_run: bool = False) -> None:
+        """Sleep until a run begun at `began`, costing `seconds` at real time, has lasted its time here."""
+        if decoder_run:
+            self.runs += 1
+        if self.speed is None:
+            return
+        spread = self.UNEVEN[(self.runs - 1) % len(self.UNEVEN)] if self.uneven and decoder_run else 1.0
+        time.sleep(max(0.0, seconds * spread / self.speed - (time.perf_counter() - began)))
+
+
+class SlowBert:
+    """The real BERT on a `SlowMachine`: COST seconds per token at real time (a Raspberry Pi 4B's Q8 BERT)."""
+
+    COST = 0.004
+
+    def __init__(self, model: BertModel, machine: SlowMachine) -> None:
+        self.model, self.machine = model, machine
+
+    def hidden_states(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+        began = time.perf_counter()
+        hidden = self.model.hidden_states(input_ids, attention_mask)
+        self.machine.take(self.COST * input_ids.size, began)
+        return hidden
+
+
+class SlowFront:
+    """The real synthesizer front on a `SlowMachine`: COST of the seconds of audio its latent makes, at real time."""
+
+    COST = 0.1
+
+    def __init__(self, front: SynthesizerFront, machine: SlowMachine, rate: int, hop: int) -> None:
+        self.front, self.machine, self.rate, self.hop = front, machine, rate, hop
+
+    def latent(self, inputs: SynthesisInputs) -> tuple[np.ndarray, np.ndarray]:
+        began = time.perf_counter()
+        z, g = self.front.latent(inputs)
+        self.machine.take(self.COST * z.shape[2] * self.hop / self.rate, began)
+        return z, g
+
+
 class _WrappedStreamingDecoder:
     """A streaming decoder around the real one: its chunk and run count are the real one's."""
 
@@ -56,12 +126,11 @@ class _WrappedStreamingDecoder:
 
 
 class SlowStreamingDecoder(_WrappedStreamingDecoder):
-    """The real streaming decoder, each run taking `seconds_per_second` of wall time per second of the chunk
-    it decodes (padding included, as a real run costs); the speed may be changed between requests."""
+    """The real streaming decoder on a `SlowMachine`: a run costs its chunk's seconds of audio at real time
+    (padding included, as a real run costs)."""
 
-    def __init__(self, decoder: StreamingDecoder, rate: int, hop: int, seconds_per_second: float) -> None:
-        self.decoder, self.rate, self.hop, self.seconds_per_second = decoder, rate, hop, seconds_per_second
-        self.calls = 0
+    def __init__(self, decoder: StreamingDecoder, machine: SlowMachine, rate: int, hop: int) -> None:
+        self.decoder, self.machine, self.rate, self.hop = decoder, machine, rate, hop
 
     def decode(self, z: np.ndarray, g: np.ndarray) -> Iterator[np.ndarray]:
         pieces = self.decoder.decode(z, g)
@@ -70,26 +139,26 @@ class SlowStreamingDecoder(_WrappedStreamingDecoder):
             audio = next(pieces, None)
             if audio is None:
                 return
-            self.calls += 1
-            chunk_seconds = self.chunk_frames * self.hop / self.rate
-            time.sleep(max(0.0, self.run_speed() * chunk_seconds - (time.perf_counter() - began)))
+            self.machine.take(self.chunk_frames * self.hop / self.rate, began, decoder_run=True)
             yield audio
 
-    def run_speed(self) -> float:
-        """Seconds of wall time per second of the chunk, for the run counted last."""
-        return self.seconds_per_second
 
+def on_slow_machine(engine: Engine, voice: Voice, machine: SlowMachine) -> Callable[[], None]:
+    """Put `engine`'s BERT and `voice`'s front and streaming decoder on `machine`; returns what puts them back."""
+    models, bert = voice.models, engine.bert.model
+    assert models.streaming_decoder is not None and models.front is not None
+    rate, hop = voice.sample_rate, voice.config.hop_length
+    voice.models = dataclasses.replace(
+        models,
+        front=SlowFront(models.front, machine, rate, hop),
+        streaming_decoder=SlowStreamingDecoder(models.streaming_decoder, machine, rate, hop),
+    )
+    engine.bert.model = SlowBert(bert, machine)
 
-class UnevenStreamingDecoder(SlowStreamingDecoder):
-    """Slower than playback on average, but unevenly, as a throttled or busy machine decodes: the runs go
-    through `speeds` (seconds per second of the chunk) in turn, over the whole life of the double."""
+    def restore() -> None:
+        voice.models, engine.bert.model = models, bert
 
-    def __init__(self, decoder: StreamingDecoder, rate: int, hop: int, speeds: tuple[float, ...]) -> None:
-        super().__init__(decoder, rate, hop, sum(speeds) / len(speeds))
-        self.speeds = speeds
-
-    def run_speed(self) -> float:
-        return self.speeds[(self.calls - 1) % len(self.speeds)]
+    return restore
 
 
 class PausedBeforeCall(_WrappedStreamingDecoder):

@@ -1,17 +1,19 @@
 """On a machine that decodes slower than playback, the listener waits between sentences, never inside one.
 
-A Wyoming server runs in this process on the tiny stand-in, its streaming
-decoder replaced by a double at a given speed (tests/decoders.py); Home
-Assistant's client (ha_client) talks to it over tcp, and tools/listener.py
-plays what arrives in real time from the first chunk and says where
-playback waited.
+A Wyoming server runs in this process on the tiny stand-in, its BERT, front
+and streaming decoder on a slower machine (tests/decoders.py: each run made
+to last what it would there, steady or uneven, and slowing down when told);
+Home Assistant's client (ha_client) talks to it over tcp, and
+tools/listener.py plays what arrives in real time from the first chunk and
+says where playback waited: inside a sentence or between two, known exactly
+from each sentence's own audio (`sentence_spans`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -19,28 +21,33 @@ from pathlib import Path
 import ha_client as ha
 import numpy as np
 import pytest
-from decoders import PausedBeforeCall, SlowStreamingDecoder, UnevenStreamingDecoder
+from decoders import PausedBeforeCall, SlowMachine, on_slow_machine
 from wyoming.audio import AudioChunk, AudioStop
 from wyoming.client import AsyncTcpClient
 from wyoming.event import Event
 from wyoming.tts import Synthesize
 
-from tools.listener import Listening, listen
+from tools.listener import Listening, listen, sentence_spans
+from wyoming_hayakoe.engine import engine as engine_module
+from wyoming_hayakoe.engine.decode_speed import DecodeSpeed
 from wyoming_hayakoe.engine.engine import Engine
 from wyoming_hayakoe.engine.settings import SynthesisSettings
 from wyoming_hayakoe.engine.speech import synthesize
-from wyoming_hayakoe.runtime.models import StreamingDecoder
 from wyoming_hayakoe.server.app import build_service
 from wyoming_hayakoe.server.audio import AudioOut
 from wyoming_hayakoe.server.config import ServerConfig
 from wyoming_hayakoe.server.handler import HayakoeHandler
 from wyoming_hayakoe.server.listener import Listener
+from wyoming_hayakoe.text import split_sentences
 from wyoming_hayakoe.worker import Scheduler
 
 VOICE = "standin-a"
 QUIET = SynthesisSettings(noise_scale=0.0, noise_w_scale=0.0, sdp_ratio=0.0)
 TEXT = "はい、わかりました。明日の朝七時にアラームをセットしました。"
-PI_4B = 1 / 0.3  # seconds of decoding per second of audio: 0.3x real time
+SENTENCES = "はい、わかりました。明日の朝七時にアラームをセットしましたので、忘れずに起きてください。"
+# How much slower the machine becomes as the second sentence starts playing: the pacing allows for twice
+# as slow (decode_speed.SLOWDOWN_MARGIN).
+SLOWING_DOWN = 1.8
 
 
 @pytest.fixture(scope="module")
@@ -49,17 +56,16 @@ def engine(standin_dir: Path, model_cache: Path) -> Engine:
 
 
 @asynccontextmanager
-async def serving(engine: Engine, decoder: Callable[[StreamingDecoder], StreamingDecoder]) -> AsyncIterator[int]:
-    """A Wyoming server on a free loopback port with the voice's decoder wrapped by `decoder`.
+async def serving(engine: Engine, machine: SlowMachine) -> AsyncIterator[int]:
+    """A Wyoming server on a free loopback port, its models on `machine`.
 
     The voice speaks once first, as a server's start makes it speak (its warm-up, or measuring its level),
-    which measures the decoder's speed.
+    which measures how fast the machine runs it.
     """
     voice = engine.voice(VOICE)
-    models, factor = voice.models, voice.speed.factor
-    assert models.streaming_decoder is not None
-    voice.models = dataclasses.replace(models, streaming_decoder=decoder(models.streaming_decoder))
-    voice.speed.factor = None
+    speed = voice.speed
+    voice.speed = DecodeSpeed(voice.sample_rate)
+    restore = on_slow_machine(engine, voice, machine)
     scheduler = Scheduler()
     listener = Listener("tcp://127.0.0.1:0")
     try:
@@ -75,42 +81,101 @@ async def serving(engine: Engine, decoder: Callable[[StreamingDecoder], Streamin
     finally:
         await listener.stop()
         assert scheduler.close(timeout=30)
-        voice.models, voice.speed.factor = models, factor
+        restore()
+        voice.speed = speed
 
 
-def heard(result: ha.TtsResult) -> Listening:
+def heard(result: ha.TtsResult, spans: Sequence[tuple[int, int]] | None = None) -> Listening:
     assert result.rate and not result.errors and not result.violations, (result.errors, result.violations)
-    return listen([(arrival, np.frombuffer(audio, dtype="<i2")) for arrival, audio in result.chunks], result.rate)
+    chunks = [(arrival, np.frombuffer(audio, dtype="<i2")) for arrival, audio in result.chunks]
+    return listen(chunks, result.rate, spans=spans)
 
 
-async def test_slower_than_playback_waits_only_between_sentences(engine: Engine) -> None:
-    """At 0.3x real time (a Raspberry Pi 4B), both of HA's paths play each sentence through once it starts."""
-    rate = engine.voice(VOICE).sample_rate
-    hop = engine.voice(VOICE).config.hop_length
-    async with serving(engine, lambda real: SlowStreamingDecoder(real, rate, hop, PI_4B)) as port:
-        assert not engine.voice(VOICE).speed.keeps_up  # measured by the warm-up
-        whole = await ha.synthesize("127.0.0.1", port, TEXT, VOICE, timeout=300)
-        streamed = await ha.stream("127.0.0.1", port, ha.llm_deltas(TEXT), VOICE, timeout=300)
-    async with serving(engine, lambda real: real) as port:
-        fast = await ha.synthesize("127.0.0.1", port, TEXT, VOICE)
-    reference = np.frombuffer(bytes(fast.audio), dtype="<i2").astype(np.int32)
-    for result in (whole, streamed):
-        listening = heard(result)
-        assert listening.waits_mid_sentence == [], listening
-        audio = np.frombuffer(bytes(result.audio), dtype="<i2").astype(np.int32)
-        assert len(audio) == len(reference) and np.abs(audio - reference).max() <= 2  # nothing lost or repeated
+def spoken_alone(engine: Engine, sentences: Sequence[str]) -> list[np.ndarray]:
+    """Each sentence's int16 audio, spoken alone at full speed: what it must sound like inside the text."""
+    return [np.concatenate(list(synthesize(engine, sentence, VOICE, QUIET))) for sentence in sentences]
 
 
-@pytest.mark.parametrize("seconds_per_second", [0.35, 0.6])
-async def test_a_decoder_that_keeps_up_by_little_never_stalls_the_first_sentence(
-    engine: Engine, seconds_per_second: float
+def spans_of(result: ha.TtsResult, alone: Sequence[np.ndarray]) -> list[tuple[int, int]]:
+    """Where each sentence is in the answer; every one there whole, sample for sample (nothing lost or repeated)."""
+    answer = np.frombuffer(bytes(result.audio), dtype="<i2")
+    spans = sentence_spans(answer, alone)
+    for (start, end), sentence in zip(spans, alone):
+        assert np.abs(answer[start:end].astype(np.int32) - sentence).max() <= 2
+    assert spans[-1][1] == len(answer)
+    return spans
+
+
+async def slowing_down(
+    exchange: Callable[[ha.TtsResult], Awaitable[ha.TtsResult]], machine: SlowMachine, after: int, times: float
+) -> ha.TtsResult:
+    """`exchange` with a result it fills as audio comes; `machine` becomes `times` slower once more than
+    `after` samples arrived."""
+    result = ha.TtsResult()
+    answer = asyncio.create_task(exchange(result))
+    while len(result.audio) // 2 <= after and not answer.done():
+        await asyncio.sleep(0.005)
+    machine.slow_down(times)
+    return await asyncio.wait_for(answer, 300)
+
+
+@pytest.mark.parametrize("slowing", [False, True], ids=["steady", "slowing-down"])
+@pytest.mark.parametrize("speed", [0.5, 0.25, 0.15])
+async def test_slower_than_playback_a_sentence_that_starts_plays_through(
+    engine: Engine, speed: float, slowing: bool
 ) -> None:
+    """At 0.5x, 0.25x and 0.15x of real time, what a listener hears is a later start, then waits
+    between sentences only. Steady: every model that slow (Home Assistant's plain path). Slowing down: the
+    machine becomes SLOWING_DOWN times slower just as the long second sentence starts playing (a Raspberry
+    Pi that starts transcribing speech; Home Assistant's streaming path, an LLM's deltas)."""
+    sentences = split_sentences(SENTENCES)
+    alone = spoken_alone(engine, sentences)
+    machine = SlowMachine(speed)
+    async with serving(engine, machine) as port:
+        if slowing:
+            deltas = ha.llm_deltas(SENTENCES)
+            stream = partial(ha._stream, "127.0.0.1", port, deltas, VOICE, None, 0.0, True)  # noqa: SLF001
+            result = await slowing_down(stream, machine, len(alone[0]), SLOWING_DOWN)
+        else:
+            result = await ha.synthesize("127.0.0.1", port, SENTENCES, VOICE, timeout=300)
+    listening = heard(result, spans_of(result, alone))
+    assert listening.waits_mid_sentence == [], listening
+    assert len(listening.waits_at_boundaries) <= len(sentences) - 1
+
+
+async def test_a_throttled_machine_whose_slow_runs_come_in_a_row_keeps_sentences_whole(engine: Engine) -> None:
+    """A throttled or shared machine's runs come out bimodal, most fast and the slow ones in a row (cpulimit
+    stops the process for most of a second): at a quarter of real time on average, five runs at 0.6x and
+    three at 0.12x in turn. The recent slow runs are planned to come first again."""
+    sentences = split_sentences(SENTENCES)
+    alone = spoken_alone(engine, sentences)
+    async with serving(engine, SlowMachine(0.25, uneven=True)) as port:
+        result = await ha.synthesize("127.0.0.1", port, SENTENCES, VOICE, timeout=300)
+    listening = heard(result, spans_of(result, alone))
+    assert listening.waits_mid_sentence == [], listening
+
+
+async def test_a_sentence_spoken_in_parts_plays_through(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sentence too long for one pass of the models is spoken in parts (here cut shorter than the server
+    cuts, to keep the test short): the BERT and front of a later part and its decoder runs fall inside the
+    sentence, so the first part is held until all of them will arrive in time."""
+    sentence = "はい、明日の朝は七時に起きます、それから駅まで歩きます、傘はいりません。"
+    monkeypatch.setattr(engine_module, "MAX_SENTENCE_CHARS", 20)
+    assert len(engine.bounded(sentence)) == 2
+    alone = spoken_alone(engine, [sentence])
+    async with serving(engine, SlowMachine(0.25)) as port:
+        result = await ha.synthesize("127.0.0.1", port, sentence, VOICE, timeout=300)
+    listening = heard(result, spans_of(result, alone))
+    assert listening.waits_mid_sentence == [] and listening.waits_at_boundaries == [], listening
+
+
+@pytest.mark.parametrize("speed", [1 / 0.35, 1 / 0.6])
+async def test_a_decoder_that_keeps_up_by_little_never_stalls_the_first_sentence(engine: Engine, speed: float) -> None:
     """Faster than playback, but not by much (the full-size decoder here runs at 0.35 s per second): the
     first chunk yields less audio than a chunk (the decoder's delay), and each run decodes a whole chunk,
     padding included. Held until the rest arrives in time, the long first sentence plays through."""
-    rate, hop = engine.voice(VOICE).sample_rate, engine.voice(VOICE).config.hop_length
     text = "明日の朝は七時にアラームをセットしましたので、忘れずに起きて、駅まで歩いて行ってくださいね。またね。"
-    async with serving(engine, lambda real: SlowStreamingDecoder(real, rate, hop, seconds_per_second)) as port:
+    async with serving(engine, SlowMachine(speed)) as port:
         assert engine.voice(VOICE).speed.keeps_up  # measured by the warm-up
         result = await ha.synthesize("127.0.0.1", port, text, VOICE, timeout=300)
     listening = heard(result)
@@ -118,21 +183,16 @@ async def test_a_decoder_that_keeps_up_by_little_never_stalls_the_first_sentence
     assert len(result.chunks) >= 3  # in several pieces, not held back whole
 
 
-@pytest.mark.parametrize("seconds_per_second", [None, 0.5], ids=["tiny-decoder", "faster-than-playback"])
+@pytest.mark.parametrize("speed", [None, 2.0], ids=["tiny-decoder", "faster-than-playback"])
 async def test_first_audio_goes_out_after_the_first_chunk_where_the_decoder_keeps_up(
-    engine: Engine, seconds_per_second: float | None
+    engine: Engine, speed: float | None
 ) -> None:
     """The request's second chunk is decoded only after its first audio reached the client.
 
-    At 0.5 s per second of audio, each later chunk arrives before the
-    audio out before it is played: the first is not held back.
+    At twice real time, each later chunk arrives before the audio out
+    before it is played: the first is not held back.
     """
-    rate, hop = engine.voice(VOICE).sample_rate, engine.voice(VOICE).config.hop_length
-
-    def speed(real: StreamingDecoder) -> StreamingDecoder:
-        return real if seconds_per_second is None else SlowStreamingDecoder(real, rate, hop, seconds_per_second)
-
-    async with serving(engine, speed) as port:
+    async with serving(engine, SlowMachine(speed)) as port:
         voice = engine.voice(VOICE)
         assert voice.speed.keeps_up and voice.models.streaming_decoder is not None  # measured by the warm-up
         paused = PausedBeforeCall(voice.models.streaming_decoder, call=2)
@@ -150,47 +210,20 @@ async def test_first_audio_goes_out_after_the_first_chunk_where_the_decoder_keep
 
 async def test_a_server_slowed_after_its_first_request_keeps_sentences_whole_from_its_next(engine: Engine) -> None:
     """A Raspberry Pi that throttles when hot, or starts transcribing speech: measured fast at the start,
-    then at 0.3x real time. The speed is learnt from the chunks actually decoded, so after one request at
-    the new speed every wait falls between sentences."""
-    rate, hop = engine.voice(VOICE).sample_rate, engine.voice(VOICE).config.hop_length
-    slowed: list[SlowStreamingDecoder] = []
-
-    def fast_at_first(real: StreamingDecoder) -> StreamingDecoder:
-        slowed.append(SlowStreamingDecoder(real, rate, hop, 0.2))
-        return slowed[0]
-
-    async with serving(engine, fast_at_first) as port:
+    then at 0.3x real time. The speed is learnt from the runs actually made, so after one request at the
+    new speed every wait falls between sentences."""
+    machine = SlowMachine(5.0)
+    alone = spoken_alone(engine, split_sentences(TEXT))
+    async with serving(engine, machine) as port:
         assert engine.voice(VOICE).speed.keeps_up  # measured by the warm-up, at full speed
         await ha.synthesize("127.0.0.1", port, TEXT, VOICE, timeout=300)
-        slowed[0].seconds_per_second = PI_4B
+        machine.speed = 0.3
         await ha.synthesize("127.0.0.1", port, TEXT, VOICE, timeout=300)  # the one request at the new speed
         assert not engine.voice(VOICE).speed.keeps_up
         whole = await ha.synthesize("127.0.0.1", port, TEXT, VOICE, timeout=300)
         streamed = await ha.stream("127.0.0.1", port, ha.llm_deltas(TEXT), VOICE, timeout=300)
     for result in (whole, streamed):
-        listening = heard(result)
-        assert listening.waits_mid_sentence == [], listening
-
-
-@pytest.mark.parametrize(
-    "speeds", [(0.1, 0.1, 0.1, 5.7), (0.1,) * 5 + (3.0,) * 3], ids=["one-slow-run", "slow-runs-in-a-row"]
-)
-async def test_a_machine_that_decodes_unevenly_still_keeps_sentences_whole(
-    engine: Engine, speeds: tuple[float, ...]
-) -> None:
-    """A throttled or busy machine does not slow every run alike: here most runs are fast and one or three
-    in a row take the rest (1.5 and 1.19 s per second of audio on average; cpulimit stops a process for
-    most of a second, every two or three runs). A speed that a few fast runs pull down would release a
-    sentence that the next slow runs then stall; the pacing plans with the slower of a quick and a steady
-    average, and lets the recent slow runs come first (the patterns repeat within the eight runs it keeps),
-    so each sentence is held until it plays through."""
-    rate, hop = engine.voice(VOICE).sample_rate, engine.voice(VOICE).config.hop_length
-    uneven = partial(UnevenStreamingDecoder, rate=rate, hop=hop, speeds=speeds)
-    async with serving(engine, uneven) as port:
-        await ha.synthesize("127.0.0.1", port, TEXT, VOICE, timeout=300)  # the warm-up's few runs were fast
-        results = [await ha.synthesize("127.0.0.1", port, TEXT, VOICE, timeout=300) for _ in range(4)]
-    for result in results:
-        listening = heard(result)
+        listening = heard(result, spans_of(result, alone))
         assert listening.waits_mid_sentence == [], listening
 
 
@@ -205,6 +238,23 @@ def test_the_listener_tells_a_stall_mid_word_from_a_wait_in_a_pause() -> None:
     assert between.heard_by == pytest.approx(0.9 + 0.58)
     in_time = listen([(0.0, voice), (0.4, voice)], rate)
     assert in_time.waits_mid_sentence == in_time.waits_at_boundaries == [] and in_time.heard_by == pytest.approx(1.0)
+
+
+def test_the_listener_knows_where_each_sentence_is_from_its_own_audio() -> None:
+    """With each sentence's audio, a wait at a quiet moment inside a sentence is mid-sentence, and one in
+    the zeros between two sentences is not, however short they are."""
+    rate = 1000
+    first = (np.sin(np.arange(500) * 0.3) * 10000).astype(np.int16)
+    second = np.concatenate([np.zeros(30), first[:200], np.zeros(100), first[:200]]).astype(np.int16)
+    answer = np.concatenate([first, np.zeros(20, dtype=np.int16), second])
+    spans = sentence_spans(answer, [first, second])
+    assert spans == [(0, 500), (520, 1050)]
+    quiet_inside = listen([(0.0, answer[:750]), (2.0, answer[750:])], rate, spans=spans)  # in its 100 zeros
+    assert quiet_inside.waits_mid_sentence == pytest.approx([1.25]) and quiet_inside.waits_at_boundaries == []
+    between = listen([(0.0, answer[:500]), (2.0, answer[500:])], rate, spans=spans)
+    assert between.waits_at_boundaries == pytest.approx([1.5]) and between.waits_mid_sentence == []
+    with pytest.raises(ValueError, match="sentence 2"):
+        sentence_spans(answer, [first, second[::-1]])
 
 
 async def test_each_piece_of_audio_goes_to_the_connection_in_one_write() -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import fcntl
+import os
 import signal
 import socket
 import time
@@ -16,6 +18,8 @@ from wyoming.event import Event, async_read_event, async_write_event
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart
 
 from wyoming_hayakoe.engine import engine
+from wyoming_hayakoe.runtime.cache import ENTRY_LOCKS, cache_key
+from wyoming_hayakoe.store import find_bert
 
 OPTIMIZER = "wyoming_hayakoe.runtime.optimize"
 # Thousands of characters: the tiny stand-in is still speaking this when the signal comes.
@@ -98,6 +102,38 @@ def test_a_signal_during_the_first_optimization_stops_the_optimizer_too(standin_
     finally:
         if proc.proc.poll() is None:
             proc.stop(signal.SIGKILL)
+
+
+def _has_open(pid: int, path: Path) -> bool:
+    try:
+        return any(os.readlink(fd) == str(path) for fd in Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+
+
+def test_a_stop_while_the_start_waits_for_another_servers_build_ends_it_at_once(standin_dir, tmp_path):
+    """Servers started together build each model once: one waits for the other's lock on the entry, on a
+    loading thread. A stop ends that wait at once, and the server leaves cleanly, not once the other has
+    finished (here the lock is never given up)."""
+    cache = tmp_path / "cache"
+    lock_file = cache / ENTRY_LOCKS / cache_key(find_bert([standin_dir]).onnx, split=False)
+    lock_file.parent.mkdir(parents=True)
+    with open(lock_file, "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # as a server building the BERT right now holds it
+        proc = ha.ServerProcess(standin_dir, "--load-voice", "standin-a", "--cache-dir", str(cache))
+        proc.start(wait_for=None)
+        try:
+            deadline = time.monotonic() + 120
+            while not _has_open(proc.proc.pid, lock_file):  # waiting for it
+                assert proc.proc.poll() is None and time.monotonic() < deadline, proc.log
+                time.sleep(0.01)
+            began = time.monotonic()
+            assert proc.stop(signal.SIGTERM, timeout=60) == 0, proc.log
+            assert time.monotonic() - began < 10, proc.log
+            assert "Stopped before the server was ready" in proc.log and "Traceback" not in proc.log, proc.log
+        finally:
+            if proc.proc.poll() is None:
+                proc.stop(signal.SIGKILL)
 
 
 async def _collect(reader: asyncio.StreamReader, audio: asyncio.Event) -> list[Event]:

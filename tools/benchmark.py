@@ -43,6 +43,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -297,9 +298,16 @@ class OurServer:
 
     def synthesize(self, text: str, voice: str) -> tuple[float, float, float, Listening]:
         """Seconds to the first audio, to the end; seconds of audio; what a listener heard."""
-        return asyncio.run(self._synthesize(text, voice))
+        chunks, rate, total = self.answer(text, voice)
+        audio = sum(len(samples) for _, samples in chunks) / rate
+        return chunks[0][0], total, audio, listen(chunks, rate)
 
-    async def _synthesize(self, text: str, voice: str) -> tuple[float, float, float, Listening]:
+    def answer(self, text: str, voice: str, on_audio: Callable[[int], None] | None = None) -> tuple[list, int, float]:
+        """The answer's chunks ((seconds since the request, int16 samples)), their rate and the seconds to its
+        end; `on_audio` gets the samples received so far after each chunk."""
+        return asyncio.run(self._answer(text, voice, on_audio))
+
+    async def _answer(self, text: str, voice: str, on_audio: Callable[[int], None] | None) -> tuple[list, int, float]:
         import numpy as np
         from wyoming.audio import AudioChunk, AudioStop
         from wyoming.client import AsyncTcpClient
@@ -310,18 +318,19 @@ class OurServer:
             start = time.monotonic()
             await client.write_event(Synthesize(text=text, voice=SynthesizeVoice(name=voice)).event())
             chunks: list[tuple[float, np.ndarray]] = []
-            rate = 0
+            received, rate = 0, 0
             while True:
                 event = await client.read_event()
                 if event is None or Error.is_type(event.type):
                     raise RuntimeError(f"synthesis failed: {event}")
                 if AudioChunk.is_type(event.type):
                     chunk = AudioChunk.from_event(event)
-                    rate = chunk.rate
                     chunks.append((time.monotonic() - start, np.frombuffer(chunk.audio, dtype="<i2")))
+                    rate, received = chunk.rate, received + len(chunks[-1][1])
+                    if on_audio is not None:
+                        on_audio(received)
                 elif AudioStop.is_type(event.type):
-                    audio = sum(len(samples) for _, samples in chunks) / rate
-                    return chunks[0][0], time.monotonic() - start, audio, listen(chunks, rate)
+                    return chunks, rate, time.monotonic() - start
 
     def stop(self) -> tuple[int, dict[str, int]]:
         """Peak RSS (KiB) of the server itself (VmHWM); with `sample_tree`, the tree's too (else {}).

@@ -14,6 +14,12 @@ Any other wait is *mid-sentence*: the voice stops mid-word. A long pause
 inside a sentence counts as a boundary too, which is how a wait there
 sounds. Waits shorter than `min_wait`, which a player's buffer absorbs,
 are not counted.
+
+Where the listener knows each sentence's own audio (our server speaks each
+sentence alike alone and inside a text), the boundaries are exact instead
+(`sentence_spans`): a wait counts as mid-sentence wherever it falls inside a
+sentence's audio, at a quiet moment too, and as a boundary only between
+two sentences. A sentence that the server speaks in parts is one span.
 """
 
 from __future__ import annotations
@@ -47,8 +53,41 @@ def _in_pause(quiet: np.ndarray, position: int, rate: int) -> bool:
     return end - begin >= PAUSE_SECONDS * rate
 
 
-def listen(chunks: Sequence[tuple[float, np.ndarray]], rate: int, min_wait: float = MIN_WAIT_SECONDS) -> Listening:
-    """Play `chunks` ((arrival seconds since the request, mono samples), in order) at `rate`."""
+def _leading_zeros(audio: np.ndarray) -> int:
+    loud = np.flatnonzero(audio)
+    return int(loud[0]) if loud.size else len(audio)
+
+
+def sentence_spans(answer: np.ndarray, sentences: Sequence[np.ndarray]) -> list[tuple[int, int]]:
+    """[start, end) of each sentence's audio in `answer`, the int16 audio of a text whose sentences, spoken
+    alone, give `sentences`: between two sentences the server puts zeros only (its pause), so each sentence
+    starts where the zeros after the one before end, less the zeros it starts with itself.
+
+    Raises ValueError if a sentence's audio is not where it should be (not the same text or settings).
+    """
+    spans: list[tuple[int, int]] = []
+    end = 0
+    for sentence in sentences:
+        start = end if not spans else end + _leading_zeros(answer[end:]) - _leading_zeros(sentence)
+        found = answer[start : start + len(sentence)].astype(np.int32)
+        if len(found) != len(sentence) or np.mean(np.abs(found - sentence.astype(np.int32)) <= 2) < 0.9:
+            raise ValueError(f"sentence {len(spans) + 1} is not at samples {start}-{start + len(sentence)}")
+        spans.append((start, end := start + len(sentence)))
+    return spans
+
+
+def _inside(spans: Sequence[tuple[int, int]], position: int) -> bool:
+    return any(start < position < end for start, end in spans)
+
+
+def listen(
+    chunks: Sequence[tuple[float, np.ndarray]],
+    rate: int,
+    min_wait: float = MIN_WAIT_SECONDS,
+    spans: Sequence[tuple[int, int]] | None = None,
+) -> Listening:
+    """Play `chunks` ((arrival seconds since the request, mono samples), in order) at `rate`; with the
+    sentences' `spans` (`sentence_spans`), a wait is mid-sentence wherever it falls inside one."""
     if not chunks:
         return Listening(heard_by=0.0)
     audio = np.concatenate([np.abs(np.asarray(samples, dtype=np.float64)) for _, samples in chunks])
@@ -58,7 +97,7 @@ def listen(chunks: Sequence[tuple[float, np.ndarray]], rate: int, min_wait: floa
     for arrival, samples in chunks:
         wait = arrival - result.heard_by
         if position and wait >= min_wait:
-            at_boundary = _in_pause(quiet, position, rate)
+            at_boundary = not _inside(spans, position) if spans is not None else _in_pause(quiet, position, rate)
             (result.waits_at_boundaries if at_boundary else result.waits_mid_sentence).append(wait)
             if not at_boundary:
                 result.mid_sentence_at.append(position / rate)

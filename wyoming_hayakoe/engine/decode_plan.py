@@ -68,16 +68,34 @@ def with_context(start: int, end: int, frames: int) -> tuple[int, int]:
     return max(0, start - DECODE_CONTEXT_FRAMES), min(frames, end + DECODE_CONTEXT_FRAMES)
 
 
+def slice_runs(plan: list[tuple[int, int]], frames: int, hop: int) -> list[DecodeRun]:
+    """The runs of a `decode_plan` for a latent of `frames`: each slice's audio, and what it decodes with its context."""
+    runs = []
+    for start, end in plan:
+        low, high = with_context(start, end, frames)
+        runs.append(DecodeRun((end - start) * hop, (high - low) * hop))
+    return runs
+
+
+def stream_runs(runs: int, chunk: int, audio: int) -> tuple[DecodeRun, ...]:
+    """`runs` of a streaming decoder, each decoding `chunk` samples, for `audio` samples of a part not
+    synthesized yet: its audio as late as it may come (the first run's all delay, then whole chunks)."""
+    return tuple(DecodeRun(max(0, min(chunk, audio - chunk * (run - 1))) if run else 0, chunk) for run in range(runs))
+
+
 class SentenceAudio(Iterator[np.ndarray]):
     """One sentence's audio piece by piece, and the decoding still to come after the latest piece.
 
     `rest` lets a caller judge, from the voice's measured decoding speed,
     whether the rest will arrive before playback gets there (see
-    speech.Speech). It is empty before the first piece and after the last.
+    pacing.py). It is empty before the first piece and after the last.
+    `front_seconds`, from the first piece on: how long its front (or whole
+    synthesizer) took.
     """
 
     def __init__(self, make: Callable[[SentenceAudio], Iterator[np.ndarray]]) -> None:
         self.rest: tuple[DecodeRun, ...] = ()
+        self.front_seconds = 0.0
         self._pieces = make(self)
 
     def __next__(self) -> np.ndarray:

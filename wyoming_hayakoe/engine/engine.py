@@ -163,6 +163,7 @@ class Engine:
         cache_dir: Path | None = None,
         backend: str = "auto",
         precision: str = "auto",
+        stop: ChildStop | None = None,
     ) -> Engine:
         """The BERT and `voices` (default: every installed one) from the first data dir that has each.
 
@@ -175,7 +176,8 @@ class Engine:
         never on the way to a first start: a voice not yet measured starts on
         ONNX Runtime f32 and is listed in `measuring` (runtimes.py) for the
         caller to measure. Each voice's `runtimes` holds the choice and its
-        figures. Raises ValueError for an unknown or impossible pair.
+        figures. Raises ValueError for an unknown or impossible pair. `stop`,
+        from another thread, ends the optimizers and the loading (PreparationError "stopped").
         """
         request = RuntimeRequest(backend, precision, threads)
         map_large_blocks_apart()
@@ -190,7 +192,7 @@ class Engine:
             _LOGGER.warning("AIVMX file %s refused: %s", path, reason)
         refused: dict[Path, str] = {}
         loaded: list[Voice] = []
-        stop = ChildStop()
+        stop = stop or ChildStop()
         levels: Levels | None = None
         references: dict[str, Future[tuple[np.ndarray, np.ndarray]]] = {}
         side_by_side = prepares_side_by_side()
@@ -223,13 +225,17 @@ class Engine:
             def load_voice(name: str) -> Voice | None:
                 """The voice, or None for an AIVMX file that is refused (the other voices are still served)."""
                 found = aivmx.voices.get(name)
+                if stop.stopped:  # between two voices: the one loaded takes no child to stop
+                    raise PreparationError("Loading stopped", "stopped")
                 if found is None:
-                    return Voice.load(find_voice(dirs, name), frontend_for, cache, request)
+                    return Voice.load(find_voice(dirs, name), frontend_for, cache, request, stop=stop)
                 if found.path in refused:
                     return None
                 try:
-                    return Voice.load_aivmx(found, frontend_for, cache, request)
+                    return Voice.load_aivmx(found, frontend_for, cache, request, stop=stop)
                 except PreparationError as err:
+                    if stop.stopped:
+                        raise
                     refused[found.path] = err.reason
                     _LOGGER.warning("AIVMX file %s refused: %s", found.path, err.reason)
                     return None
@@ -244,7 +250,9 @@ class Engine:
                     voice = load_voice(name)
                     if voice is not None:
                         loaded.append(voice)
-                        levels = levels or Levels(bert_loading.result(), cache.folder)
+                        if levels is None:
+                            levels = Levels(bert_loading.result(), cache.folder)
+                            stop.when_stopped(levels.stop)
                         levelled.append(leveller.submit(levels.set, voice))
                         if voice.entry is not None and voice.entry.unmeasured:  # what its measuring will judge on
                             references[voice.name] = leveller.submit(reference_latent, voice, bert_loading.result())
@@ -322,7 +330,7 @@ class Engine:
 
     def bounded(self, sentence: str) -> list[str]:
         """`sentence` in parts short enough for one pass of the models."""
-        return bounded_sentences([sentence]) or [sentence]
+        return bounded_sentences([sentence], MAX_SENTENCE_CHARS) or [sentence]
 
     def plan(self, text: str) -> TextPlan:
         """`text` rewritten and split the way a whole text is spoken."""

@@ -6,7 +6,7 @@ generator of int16 pieces whose every `next()` is one unit of model work
 (the rewrite, frontend, BERT and synthesizer front with the first decoder
 run; then one run each: a chunk of the streaming decoder, or a slice), and `play` moves them to an `AudioSink`,
 running each step where the caller says (a worker's lane, or right here).
-A step whose audio is held back (see `Speech._speak_part`) yields an empty piece.
+A step whose audio is held back (see pacing.py) yields an empty piece.
 
 A sentence the frontend cannot read is skipped and counted; the request
 fails only if nothing at all could be spoken (`SpeechResult.failure`).
@@ -15,6 +15,7 @@ fails only if nothing at all could be spoken (`SpeechResult.failure`).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterator
 from dataclasses import dataclass, field
@@ -25,11 +26,10 @@ import numpy as np
 from ..runtime.memory import give_back_memory
 from ..text import Phonemes, UnpronounceableText
 from ..text.hayakoe.sentences import has_speech
-from .decode_plan import DecodeRun
-from .decode_speed import DECODE_SPEED_MARGIN
 from .engine import Engine
-from .limits import fitting_parts
+from .limits import fitting_parts, frames_per_id
 from .loudness import PeakLimiter
+from .pacing import HeldAudio, LaterPart, may_start
 from .pauses import MIN_PAUSE_SECONDS, BoundaryPause, gap_samples, trailing_silence
 from .settings import SynthesisSettings
 
@@ -143,21 +143,25 @@ class Speech:
             return None
 
     def _sentence(self, text: str, pause: float | None) -> Iterator[np.ndarray]:
+        """A sentence's audio, part by part, held back as a whole until it can play through (pacing.py)."""
         self.result.sentences += 1
         if not has_speech(text):
             self.result.unspeakable += 1  # symbols, emoji, a code block…: hayakoe would give silence
             return
-        spoke = False
+        held = HeldAudio()
         try:
-            for part, phonemes in self._parts(text):
-                for piece in self._speak_part(part, phonemes, pause):
-                    spoke = True
-                    yield piece
+            parts = list(self._parts(text))
+            for index, (part, phonemes) in enumerate(parts):
+                later = [self._later_part(phonemes) for _, phonemes in parts[index + 1 :]]
+                yield from self._speak_part(part, phonemes, pause, held, later)
                 pause = MIN_PAUSE_SECONDS  # parts of one sentence follow each other with the shortest pause
         except UnpronounceableText as err:
+            if held.samples:  # the parts before the one that cannot be read
+                held.started = True
+                yield self._release(held.take())
             self.result.skipped.append(str(err))
             _LOGGER.warning("%s: skipped a sentence that cannot be read: %s (%r)", self.label, err, text[:40])
-        if spoke:
+        if held.started:
             self.result.spoken += 1
 
     def _parts(self, text: str) -> Iterator[tuple[str, Phonemes]]:
@@ -171,58 +175,38 @@ class Speech:
         for bounded in self.engine.bounded(text):
             yield from fitting_parts(bounded, self.voice.frontend.phonemize, self.settings)
 
-    def _speak_part(self, sentence: str, phonemes: Phonemes, pause: float | None) -> Iterator[np.ndarray]:
-        """The audio of one part (one front pass), held back until the rest of it will arrive in time.
+    def _later_part(self, phonemes: Phonemes) -> LaterPart:
+        """A part still to come, as the pacing plans it: its decoder runs for as many frames as it may make."""
+        ids = len(phonemes.phone_ids)
+        return LaterPart(ids, self.voice.planned_runs(math.ceil(ids * frames_per_id(self.settings))))
 
-        On a machine that decodes slower than playback (a Raspberry Pi), or
-        barely faster, a part sent as soon as its first chunk is decoded
-        makes the listener wait mid-word for later ones. Held until the runs
-        still to come will arrive before playback reaches them, at the speed
-        the latest runs measured (the audio the listener still has from
-        earlier sentences counts), the part plays through and the wait falls
-        before it, where it sounds like a pause. A step that holds yields an
-        empty piece, so every step stays one unit of model work; at most one
-        part, one front pass, is held.
+    def _speak_part(
+        self, sentence: str, phonemes: Phonemes, pause: float | None, held: HeldAudio, later: list[LaterPart]
+    ) -> Iterator[np.ndarray]:
+        """The audio of one part (one front pass) of a sentence, into `held` until the sentence may start
+        playing (pacing.py), with the `later` parts still to come; from then on, out as it comes.
+
+        A step that holds yields an empty piece, so every step stays one unit
+        of model work. Its BERT and front are timed, for the pacing of later parts.
         """
         pieces: list[np.ndarray] = []
-        held: list[np.ndarray] = []  # decoded, not yet out; the silence before the part comes first
-        out = False
+        began = time.perf_counter()
         audio = self.engine.render_sentence(self.voice, sentence, self.settings, self._quick_start(), phonemes)
+        bert_seconds = time.perf_counter() - began  # the front runs at the first piece
         for piece in audio:
-            if not pieces and self._previous_audio is not None:
-                held.append(np.zeros(self._silence_before(sentence, pause), dtype=np.float32))
+            if not pieces:
+                self.voice.speed.record_front(bert_seconds + audio.front_seconds, len(phonemes.phone_ids))
+                if self._previous_audio is not None:
+                    held.add(np.zeros(self._silence_before(sentence, pause), dtype=np.float32))
             pieces.append(piece)
-            held.append(piece)
-            out = out or self._may_start(sum(len(p) for p in held), audio.rest)
-            if out:
-                yield self._release(np.concatenate(held))
-                held.clear()
-            else:
-                yield np.zeros(0, dtype=np.int16)
+            held.add(piece)
+            held.started = held.started or may_start(
+                self.voice.speed, self._audio_ahead(), held.samples, audio.rest, later
+            )
+            yield self._release(held.take()) if held.started else np.zeros(0, dtype=np.int16)
         self._previous_text = sentence
         self._previous_audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
         give_back_memory()  # what this part's runs freed or held, before the next part or request
-
-    def _may_start(self, held_samples: int, rest: tuple[DecodeRun, ...]) -> bool:
-        """Whether a part may start playing now: each run still to come arrives before playback needs it,
-        at the voice's decoding speed with a margin, the recent runs slower than that coming first (a busy
-        or throttled machine's runs are uneven, its slow ones often in a row). Not measured yet, the
-        decoder is taken to keep up."""
-        factor = self.voice.speed.factor
-        if factor is None:
-            return True
-        rate = self.voice.sample_rate
-        playable = self._audio_ahead() + held_samples / rate  # the listener's audio once this goes out
-        planned = DECODE_SPEED_MARGIN * factor
-        slow_first = self.voice.speed.recent
-        decoding = 0.0
-        for index, later in enumerate(rest):
-            speed = max(planned, slow_first[index]) if index < len(slow_first) else planned
-            decoding += speed * later.decoded / rate
-            if decoding > playable:
-                return False
-            playable += later.audio / rate
-        return True
 
     def _release(self, audio: np.ndarray) -> np.ndarray:
         """`audio` as it goes out, counted for the listener's playback."""
@@ -241,8 +225,8 @@ class Speech:
         cannot stream; a streaming one runs equal chunks whatever this says).
 
         For the request's first audio, unless the decoder is known to be
-        slower than playback: there the part is held back anyway (see
-        `_speak_part`), and extra cuts would only make the wait longer.
+        slower than playback: there the sentence is held back anyway (see
+        pacing.py), and extra cuts would only make the wait longer.
         Later, only when the listener would otherwise run out of audio on a
         machine that decodes faster than it plays.
         """
@@ -271,14 +255,15 @@ def synthesize(
     return (piece for piece in Speech(engine, voice_name, settings).text(text) if len(piece))
 
 
-def warm_up(engine: Engine) -> None:
+def warm_up(engine: Engine, stopped: Callable[[], bool] | None = None) -> None:
     """Run every voice before the first request, so that request does not pay the models' first runs.
 
     A model's first run pays its runtime's lazy initialisation: without this, the first request after
     a start waited some 150 ms longer for its first audio (full-size stand-in, 2-core EPYC; some 20 ms
     on a Xeon). A voice whose decoding speed is not known yet speaks the whole text, as the first
     request's pacing needs that speed; the others run as far as their first piece of audio (the BERT,
-    the front, one decoder run), which is what a first audio waits for.
+    the front, one decoder run), which is what a first audio waits for. `stopped` ends it between two
+    model runs.
     """
     for voice in engine.voices.values():
         if not voice.speed.cold:  # it ran at this start already (its level was measured)
@@ -286,7 +271,8 @@ def warm_up(engine: Engine) -> None:
         pieces = synthesize(engine, WARM_UP_TEXT, voice.name, SynthesisSettings(style=voice.styles[0]))
         if voice.speed.factor is None:
             for _ in pieces:
-                pass
+                if stopped is not None and stopped():
+                    return
         else:
             next(pieces, None)
             pieces.close()

@@ -18,7 +18,7 @@ from ..runtime.models import Decoder, StreamingDecoder, SynthesisInputs, VoiceMo
 from ..runtime.request import RuntimeRequest
 from ..store import STYLE_VECTORS_FILE, VOICE_CONFIG_FILE, AivmxVoice, VoiceFiles, voice_license
 from ..text import Frontend, Phonemes
-from .decode_plan import DecodeRun, SentenceAudio, decode_plan, with_context
+from .decode_plan import DecodeRun, SentenceAudio, decode_plan, slice_runs, stream_runs, with_context
 from .decode_speed import DecodeSpeed
 from .settings import SynthesisSettings
 from .voice_config import UnknownStyle, VoiceConfig, require_jp_extra
@@ -78,12 +78,14 @@ class Voice:
         cache: ModelCache,
         request: RuntimeRequest | None = None,
         chunked: bool = True,
+        stop: ChildStop | None = None,
     ) -> Voice:
         """The voice in `files`, its models optimized through `cache` and each run where `request` says
-        (default: the faster runtime measured here, see runtime/measure.py)."""
+        (default: the faster runtime measured here, see runtime/measure.py); `stop` ends an optimization
+        from another thread."""
         config = VoiceConfig.read(files.config)
         require_jp_extra(files.name, config)  # before optimizing anything
-        return cls._load(files, config, frontend_for, cache, request, chunked)
+        return cls._load(files, config, frontend_for, cache, request, chunked, stop=stop)
 
     @staticmethod
     def preparations(
@@ -105,12 +107,13 @@ class Voice:
         cache: ModelCache,
         request: RuntimeRequest | None = None,
         chunked: bool = True,
+        stop: ChildStop | None = None,
     ) -> Voice:
         """One speaker of an AIVMX model: converted once by the cache, whose entry holds its config and style vectors.
 
         Raises PreparationError with the reason when the file cannot be converted.
         """
-        prepared = cache.prepare(voice.path, split=chunked, request=request or RuntimeRequest())
+        prepared = cache.prepare(voice.path, split=chunked, request=request or RuntimeRequest(), stop=stop)
         files = VoiceFiles(
             name=voice.name,
             folder=voice.path.parent,
@@ -123,7 +126,7 @@ class Voice:
         config = replace(config, style_ids=dict(voice.styles))  # this speaker's styles, by their manifest names
         if prepared.no_duration_predictor_reason:
             _LOGGER.warning("%s: no duration predictor (%s)", voice.path, prepared.no_duration_predictor_reason)
-        loaded = cls._load(files, config, frontend_for, cache, request, chunked, voice)
+        loaded = cls._load(files, config, frontend_for, cache, request, chunked, voice, stop)
         _LOGGER.info(
             "Voice %s is speaker %r of the AIVMX model %r%s; licence: %s",
             voice.name,
@@ -144,8 +147,9 @@ class Voice:
         request: RuntimeRequest | None,
         chunked: bool,
         aivmx: AivmxVoice | None = None,
+        stop: ChildStop | None = None,
     ) -> Voice:
-        loaded = loading.load_voice(files, cache, request or RuntimeRequest(), chunked)
+        loaded = loading.load_voice(files, cache, request or RuntimeRequest(), chunked, stop)
         models = loaded.models
         if loaded.unsplit_reason:
             _LOGGER.warning(
@@ -234,10 +238,15 @@ class Voice:
         """float32 mono audio in ±1 for one sentence, in pieces as the decoder makes them (see decode_plan)."""
 
         def pieces(progress: SentenceAudio) -> Iterator[np.ndarray]:
+            began = time.perf_counter()
             if self.models.whole is not None:
-                yield self.models.whole.audio(self._inputs(phonemes, bert, settings))
+                audio = self.models.whole.audio(self._inputs(phonemes, bert, settings))
+                progress.front_seconds = time.perf_counter() - began
+                yield audio
                 return
-            yield from self.decode(*self.front(phonemes, bert, settings), quick_start, progress)
+            latent, speaker = self.front(phonemes, bert, settings)
+            progress.front_seconds = time.perf_counter() - began
+            yield from self.decode(latent, speaker, quick_start, progress)
 
         return SentenceAudio(pieces)
 
@@ -268,7 +277,7 @@ class Voice:
         frames = latent.shape[2]
         plan = decode_plan(frames, quick_start)
         ranges = [with_context(start, end, frames) for start, end in plan]
-        slices = [DecodeRun((end - start) * hop, (high - low) * hop) for (start, end), (low, high) in zip(plan, ranges)]
+        slices = slice_runs(plan, frames, hop)
         for index, ((start, end), (low, high)) in enumerate(zip(plan, ranges)):
             began = time.perf_counter()
             audio = decoder.decode(latent[:, :, low:high], speaker)
@@ -276,6 +285,17 @@ class Voice:
             if progress is not None:
                 progress.rest = tuple(slices[index + 1 :])
             yield audio[(start - low) * hop : (end - low) * hop]
+
+    def planned_runs(self, frames: int) -> tuple[DecodeRun, ...]:
+        """The decoder runs a latent of `frames` will take, for a part not synthesized yet (pacing.py);
+        none for a synthesizer that cannot be split (its part's first step makes all its audio)."""
+        hop = self.config.hop_length
+        if self.models.streaming_decoder is not None:
+            decoder = self.models.streaming_decoder
+            return stream_runs(decoder.runs(frames), decoder.chunk_frames * hop, frames * hop)
+        if self.models.decoder is not None:
+            return tuple(slice_runs(decode_plan(frames, quick_start=False), frames, hop))
+        return ()
 
     def whole_decoder(self) -> Decoder | None:
         """A decoder of a sentence's whole latent in one run, where the voice has a front: the slices'

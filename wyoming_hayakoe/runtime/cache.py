@@ -36,27 +36,29 @@ The children's progress lines are relayed to the log as they come.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
 import logging
-import os
+import re
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from ..store import AIVMX_SUFFIX
-from .children import ChildStop, failure, run_child
+from .children import ChildStop, failure, parent_argument, run_child
 from .entry import MANIFEST, PreparedModel, read_manifest, sync_to_disk
 from .request import RuntimeRequest, cpu_signature, onnxruntime_version, openvino_version, request_arguments
 
 _LOGGER = logging.getLogger(__name__)
 
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4  # 4: the manifest lists each file's checksum
 LOCK = ".lock"  # the folder's: held briefly to remove what is no longer needed
 ENTRY_LOCKS = ".locks"  # one lock file per entry key, held while the entry is read or built
 BUILDING = ".building-"  # + the entry's key + "-": its work folder while a child builds it
@@ -64,6 +66,10 @@ OPTIMIZER = __name__.rsplit(".", 1)[0] + ".optimize"  # the child's module
 MEASURER = __name__.rsplit(".", 1)[0] + ".measure"  # the background child's module
 MEASURING_LOCK = ".measuring"  # one measuring child at a time per cache folder
 TIMINGS = "timings.json"  # decoder timings by architecture, shared by the entries of one folder (measure.py)
+LOCK_POLL_SECONDS = 0.05  # how often a wait for an entry's lock that may be stopped looks again
+#: How a child's error says that a write found no room (ONNX Runtime says only that it failed; a file size
+#: limit fails the same write).
+NO_ROOM = re.compile(r"No space left on device|Errno 28|Disk quota exceeded|File too large|Errno 27|Failed to write")
 
 
 class PreparationError(RuntimeError):
@@ -94,6 +100,14 @@ def _code_signature() -> str:
     for module in modules:
         digest.update((Path(__file__).with_name(module)).read_bytes())
     return digest.hexdigest()
+
+
+def _size(path: Path) -> int:
+    """A file's size, 0 if it cannot be told."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def runtime_identity(request: RuntimeRequest | None, split: bool) -> dict[str, Any] | None:
@@ -156,7 +170,7 @@ class ModelCache:
         key = cache_key(source, split, request)
         entry = self.folder / key
         try:
-            with self._locked(key):
+            with self._locked(key, stop):
                 prepared = read_manifest(entry, split)
                 if prepared is None:
                     _LOGGER.info("Optimizing %s once for this machine (cached in %s)", source, self.folder)
@@ -169,9 +183,25 @@ class ModelCache:
                 self._clear_leftovers()
             return prepared
         except OSError as err:
+            if err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                raise PreparationError(f"Could not optimize {source}: {self._no_room(str(err))}") from err
             raise PreparationError(
                 f"Model cache {self.folder}: {err}. Free some space or choose another folder with --cache-dir"
             ) from err
+
+    def _free(self) -> int:
+        """Bytes free for the cache folder (0 if that cannot be told)."""
+        try:
+            return shutil.disk_usage(self.folder).free
+        except OSError:
+            return 0
+
+    def _no_room(self, error: str) -> str:
+        """What to tell a user whose cache folder had no room for a write that failed with `error`."""
+        return (
+            f"the model cache {self.folder} has no room for it ({self._free() / 1e6:.0f} MB free; {error}): "
+            "free some space there or choose another folder with --cache-dir"
+        )
 
     def _lock_file(self, key: str | None) -> Path:
         if key is None:
@@ -180,10 +210,20 @@ class ModelCache:
         return self.folder / ENTRY_LOCKS / key
 
     @contextlib.contextmanager
-    def _locked(self, key: str | None = None) -> Iterator[None]:
-        """The entry `key`'s lock (the folder's without one), waiting for whoever holds it."""
+    def _locked(self, key: str | None = None, stop: ChildStop | None = None) -> Iterator[None]:
+        """The entry `key`'s lock (the folder's without one), waiting for whoever holds it (another server
+        building the entry); `stop`, from another thread, ends the wait (PreparationError "stopped")."""
         with open(self._lock_file(key), "a+b") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+            while stop is not None:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if stop.stopped:
+                        raise PreparationError("Waiting for the model cache stopped", "stopped") from None
+                    time.sleep(LOCK_POLL_SECONDS)
+            else:
+                fcntl.flock(lock, fcntl.LOCK_EX)
             yield
 
     @contextlib.contextmanager
@@ -206,7 +246,14 @@ class ModelCache:
         shutil.rmtree(entry, ignore_errors=True)  # an incomplete entry, if any
         work = Path(tempfile.mkdtemp(prefix=f"{BUILDING}{key}-", dir=self.folder))
         try:
-            command = [sys.executable, "-m", OPTIMIZER, str(source.absolute()), str(work.absolute())]
+            command = [
+                sys.executable,
+                "-m",
+                OPTIMIZER,
+                str(source.absolute()),
+                str(work.absolute()),
+                *parent_argument(),
+            ]
             command += ["--split"] if split else []
             if runtime_identity(request, split) is not None:
                 assert request is not None
@@ -216,6 +263,8 @@ class ModelCache:
                 raise PreparationError(f"Optimizing {source} stopped", "stopped")
             if done.returncode != 0:
                 reason = failure(done)
+                if NO_ROOM.search(done.stderr) or self._free() < _size(source):
+                    reason = self._no_room(reason)
                 raise PreparationError(f"Could not optimize {source}: {reason}", reason)
             work.rename(entry)
             sync_to_disk(self.folder)
@@ -235,7 +284,7 @@ class ModelCache:
         with the reason (after `stop`: "stopped").
         """
         command = [sys.executable, "-m", MEASURER, str(prepared.entry.absolute()), *request_arguments(request)]
-        command += ["--reference", str(reference.absolute()), "--parent", str(os.getpid())]
+        command += ["--reference", str(reference.absolute()), *parent_argument()]
         done = run_child(command, label, stop)
         if stop.stopped:
             raise PreparationError(f"Measuring {label} stopped", "stopped")

@@ -1,16 +1,20 @@
 """The children the cache runs (the optimizer, the measurer): started, watched, relayed and stopped.
 
 Each child's progress lines go to the log as they come; a signal or another
-thread's `ChildStop` ends it, so it never outlives the server.
+thread's `ChildStop` ends it, and a child ends itself with the server
+(`die_with`), even one killed, so it never outlives the server.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
+import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections import deque
@@ -22,6 +26,23 @@ _LOGGER = logging.getLogger(__name__)
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds wyoming_hayakoe/
 #: The child's progress lines on stderr: "progress STEP TOTAL what it is doing".
 PROGRESS = re.compile(r"^progress (\d+) (\d+) (.+)$")
+_PR_SET_PDEATHSIG = 1
+
+
+def parent_argument() -> list[str]:
+    """The arguments that tell a child which process to die with (`die_with`): this one."""
+    return ["--parent", str(os.getpid())]
+
+
+def die_with(parent: int) -> None:
+    """In a child: be killed when `parent`, the server that started it, ends, even by SIGKILL (Linux: the
+    OOM killer, a container stopped hard), so that no optimizer or measurer runs on alone, holding its
+    memory and writing into a cache the next start clears; exit at once if it is gone already."""
+    if sys.platform == "linux":
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # it went before the line above took effect
+        sys.exit("the server that started this process is gone")
 
 
 class ChildStop:
@@ -31,6 +52,7 @@ class ChildStop:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._children: list[subprocess.Popen[str]] = []
+        self._then: list[Callable[[], None]] = []
         self.stopped = False
 
     def stop(self) -> None:
@@ -39,6 +61,17 @@ class ChildStop:
             for child in self._children:
                 if child.poll() is None:
                     child.terminate()
+            then, self._then = self._then, []
+        for stop_too in then:
+            stop_too()
+
+    def when_stopped(self, stop_too: Callable[[], None]) -> None:
+        """Call `stop_too` (quick) at the stop: at once, if it came already."""
+        with self._lock:
+            if not self.stopped:
+                self._then.append(stop_too)
+                return
+        stop_too()
 
     def watch(self, child: subprocess.Popen[str]) -> None:
         """`child` is one to stop from now on (at once, if `stop` came first)."""

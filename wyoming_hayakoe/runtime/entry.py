@@ -1,14 +1,22 @@
 """A cache entry on disk: its parts, how each one runs, and the manifest that says the entry is whole.
 
-The manifest lists every file of the entry with its size and is written
-last, in one step, after everything else is flushed to disk: an entry a
-reader finds is complete, or it is not used (ModelCache then makes it again).
+The manifest lists every file of the entry with its size and checksum and
+is written last, in one step, after everything else is flushed to disk: an
+entry a reader finds is complete, or it is not used (ModelCache then makes
+it again). A power cut can still damage what a disk (an SD card above all)
+said it had written: a file short, or at its size with other bytes. Every
+entry's files are therefore checked against their checksums at its first
+use after each boot, and whenever one of them changed; within a boot, a
+file that no one changed (its size and ctime as when it was checked, which
+no one can set back) is as it was.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import zlib
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +25,8 @@ from typing import Any
 from .request import ONNXRUNTIME
 
 MANIFEST = "manifest.json"
+CHECKED = ".checked"  # when the entry's files were last found whole: the boot, and each file's size and ctime
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 WHOLE = "model"
 FRONT = "front"
 DECODER = "decoder"
@@ -139,12 +149,25 @@ def sync_to_disk(path: Path) -> None:
         os.close(fd)
 
 
+def _checksum(path: Path) -> int:
+    """The file's CRC-32, read in blocks (zlib computes it faster than an SD card reads)."""
+    crc = 0
+    with open(path, "rb") as file:
+        while block := file.read(1 << 22):
+            crc = zlib.crc32(block, crc)
+    return crc
+
+
 def write_manifest(entry: Path, manifest: dict[str, Any], dropped: Collection[Path] = ()) -> None:
-    """Write `manifest` with the sizes of the entry's files, all flushed to disk first, and the
-    manifest itself replaced in one step: a reader sees the old entry or the new one, never half.
+    """Write `manifest` with the sizes and checksums of the entry's files, all flushed to disk first, and
+    the manifest itself replaced in one step: a reader sees the old entry or the new one, never half.
     The `dropped` files are left out, and removed once the new manifest is in place."""
-    files = sorted(p for p in entry.rglob("*") if p.is_file() and not p.name.startswith(MANIFEST) and p not in dropped)
-    manifest["files"] = {path.name: path.stat().st_size for path in files if path.parent == entry}
+    files = sorted(
+        p for p in entry.rglob("*") if p.is_file() and not p.name.startswith((MANIFEST, CHECKED)) and p not in dropped
+    )
+    listed = [path for path in files if path.parent == entry]
+    manifest["files"] = {path.name: path.stat().st_size for path in listed}
+    manifest["checksums"] = {path.name: _checksum(path) for path in listed}
     for path in files:
         sync_to_disk(path)
     written = entry / (MANIFEST + ".new")
@@ -156,12 +179,45 @@ def write_manifest(entry: Path, manifest: dict[str, Any], dropped: Collection[Pa
         path.unlink(missing_ok=True)
 
 
+def _boot() -> str:
+    """This boot's id (Linux), "" where there is none: then every use checks the files."""
+    try:
+        return BOOT_ID.read_text(encoding="ascii").strip()
+    except OSError:
+        return ""
+
+
+def _whole(entry: Path, sizes: dict[str, int], checksums: dict[str, Any]) -> bool:
+    """Whether every listed file is there at its size and, unless checked whole in this boot and unchanged
+    since, with its checksum; a file found whole is noted (`CHECKED`) for the next use in this boot."""
+    try:
+        stats = {name: (entry / name).stat() for name in sizes}
+    except OSError:
+        return False
+    if any(stats[name].st_size != size for name, size in sizes.items()):
+        return False
+    boot = _boot()
+    seen = {name: [stat.st_size, stat.st_ctime_ns] for name, stat in stats.items()}
+    with contextlib.suppress(OSError, ValueError):
+        if boot and json.loads((entry / CHECKED).read_text(encoding="utf-8")) == {"boot": boot, "files": seen}:
+            return True
+    if set(checksums) != set(sizes) or any(_checksum(entry / name) != checksums[name] for name in sizes):
+        return False
+    if boot:
+        with contextlib.suppress(OSError):  # a read-only or full cache checks again at the next use
+            note = entry / (CHECKED + ".new")
+            note.write_text(json.dumps({"boot": boot, "files": seen}), encoding="utf-8")
+            note.replace(entry / CHECKED)
+    return True
+
+
 def read_manifest(entry: Path, split: bool) -> PreparedModel | None:
-    """The entry's model if every file it lists is there at its recorded size."""
+    """The entry's model if every file it lists is there whole (its size and checksum, see `_whole`)."""
     try:
         manifest = json.loads((entry / MANIFEST).read_text(encoding="utf-8"))
         parts = dict(manifest["parts"])
         sizes = dict(manifest["files"])
+        checksums = dict(manifest["checksums"])
         extras = dict(manifest.get("extras", {}))
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -176,11 +232,6 @@ def read_manifest(entry: Path, split: bool) -> PreparedModel | None:
     if not all(isinstance(f, str) and f == Path(f).name and f not in ("", ".", "..") for f in names):
         return None
     try:
-        if any((entry / name).stat().st_size != size for name, size in sizes.items()):
-            return None
-    except OSError:
-        return None
-    try:
         runtimes = {part: RuntimeChoice(**choice) for part, choice in manifest.get("runtimes", {}).items()}
     except (TypeError, AttributeError):
         return None
@@ -189,6 +240,8 @@ def read_manifest(entry: Path, split: bool) -> PreparedModel | None:
     try:
         spec = StreamSpec.from_json(dict(stream)) if stream is not None else None
     except (TypeError, ValueError, AttributeError):
+        return None
+    if not _whole(entry, sizes, checksums):  # last: it reads every file
         return None
     return PreparedModel(
         {name: entry / file for name, file in parts.items()},

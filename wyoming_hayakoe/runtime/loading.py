@@ -92,10 +92,13 @@ def prepare_voice(
     return synthesizer, dp_model
 
 
-def load_voice(files: VoiceFiles, cache: ModelCache, request: RuntimeRequest, chunked: bool = True) -> LoadedVoice:
-    """The voice's models on their chosen runtimes (an unsplit synthesizer stays on ONNX Runtime)."""
+def load_voice(
+    files: VoiceFiles, cache: ModelCache, request: RuntimeRequest, chunked: bool = True, stop: ChildStop | None = None
+) -> LoadedVoice:
+    """The voice's models on their chosen runtimes (an unsplit synthesizer stays on ONNX Runtime);
+    `stop` ends an optimization from another thread."""
     threads = request.threads
-    synthesizer, dp_model = prepare_voice(files, cache, request, chunked)
+    synthesizer, dp_model = prepare_voice(files, cache, request, chunked, stop)
     duration_predictor = OrtDurationPredictor(open_session(dp_model, threads)) if dp_model else None
     if synthesizer.split and synthesizer.stream is not None:  # only the step model is opened
         models = VoiceModels(

@@ -39,13 +39,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import fcntl
 import hashlib
 import json
 import logging
 import os
-import signal
 import sys
 import time
 from collections.abc import Callable
@@ -58,6 +56,7 @@ import onnx
 import onnxruntime as ort
 
 from .cache import MEASURING_LOCK, TIMINGS
+from .children import die_with
 from .deconv import conv_transposes_need_widening, widen_conv_transposes
 from .entry import (
     DECODER_STEP,
@@ -382,17 +381,9 @@ def choose_decoder_runtime(
 
 
 def _in_the_background(parent: int) -> None:
-    """Low priority, and gone with the process that started this one (Linux: even if it is killed):
-    measuring must never slow a request down, nor outlive the server."""
+    """Low priority, and gone with the server: measuring must never slow a request down, nor outlive it."""
     os.nice(10)
-    if sys.platform == "linux":
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:  # it went before the line above took effect
-        sys.exit("the process that asked for this measurement is gone")
-
-
-_PR_SET_PDEATHSIG = 1
+    die_with(parent)
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[Path, RuntimeRequest, Path, int | None]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -29,6 +30,7 @@ import onnxruntime as ort
 
 from ..store import AIVMX_SUFFIX, VOICE_CONFIG_FILE, InvalidAivmx
 from .cache import runtime_identity
+from .children import die_with
 from .entry import (
     DECODER,
     DECODER_STEP,
@@ -192,7 +194,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--backend", choices=BACKENDS, default=None, help="measure and choose the runtime")
     parser.add_argument("--precision", choices=PRECISIONS, default="auto")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--parent", type=int, default=None, help="the pid to die with (default: the parent's)")
     args = parser.parse_args(argv)
+    die_with(os.getppid() if args.parent is None else args.parent)
     logging.basicConfig(level=logging.WARNING)
     ort.set_default_logger_severity(
         3

@@ -9,6 +9,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from functools import partial
 from typing import Protocol
 
@@ -16,6 +17,7 @@ from ..engine.engine import Engine
 from ..engine.settings import SynthesisSettings
 from ..engine.speech import warm_up
 from ..runtime.cache import PreparationError
+from ..runtime.children import ChildStop
 from ..store import MissingModelFiles
 from ..worker import Scheduler
 from .config import ServerConfig, StartupError, VoiceSelection, ensure_voices
@@ -37,8 +39,39 @@ class FrontEnd(Protocol):
     async def stop(self) -> None: ...
 
 
-def load_engine(config: ServerConfig, selection: VoiceSelection) -> tuple[Engine, str]:
-    """Load (and warm up) every voice that will be served; returns the engine and default voice."""
+def load_stoppably(config: ServerConfig, selection: VoiceSelection) -> tuple[Engine, str]:
+    """`load_engine` on a thread of its own while this one, the main thread, waits for it.
+
+    A stop signal's handler runs in the main thread, and only between two of
+    its Python steps: run there, a start would hear a stop only once the
+    model run, the lock or the optimizer it waited for was done. Here the
+    main thread only waits, so the handler runs at once; as it raises, the
+    loading is stopped (its optimizer children at once, its waits for a lock
+    within 50 ms, between two voices and two warm-up runs) and the stop waits
+    only for the model run the loading is in.
+    """
+    stop = ChildStop()
+    loading: Future[tuple[Engine, str]] = Future()
+
+    def load() -> None:
+        try:
+            loading.set_result(load_engine(config, selection, stop))
+        except BaseException as err:  # handed to the main thread, which reports it
+            loading.set_exception(err)
+
+    thread = threading.Thread(target=load, name="loading", daemon=True)
+    thread.start()
+    try:
+        return loading.result()
+    except BaseException:
+        stop.stop()
+        thread.join()
+        raise
+
+
+def load_engine(config: ServerConfig, selection: VoiceSelection, stop: ChildStop | None = None) -> tuple[Engine, str]:
+    """Load (and warm up) every voice that will be served; returns the engine and default voice. `stop`,
+    from another thread, ends it (PreparationError "stopped")."""
     data_dirs, default_voice, load = selection.data_dirs, selection.default_voice, selection.load
     started = time.monotonic()
     from ..text.user_dictionary import UserDictionaryError, apply_user_dictionary
@@ -58,6 +91,7 @@ def load_engine(config: ServerConfig, selection: VoiceSelection) -> tuple[Engine
             cache_dir=config.cache_dir,
             backend=config.backend,
             precision=config.precision,
+            stop=stop,
         )
     except (MissingModelFiles, PreparationError, ValueError) as err:  # missing or broken files, not JP-Extra
         raise StartupError(str(err)) from err
@@ -77,7 +111,9 @@ def load_engine(config: ServerConfig, selection: VoiceSelection) -> tuple[Engine
             f"styles: {', '.join(engine.voices[default_voice].styles)}"
         )
     if config.warm_up:
-        warm_up(engine)
+        warm_up(engine, (lambda: stop.stopped) if stop else None)
+    if stop is not None and stop.stopped:
+        raise PreparationError("Loading stopped", "stopped")
     _LOGGER.info(
         "Ready in %.1f s: %s, default %s; %s",
         time.monotonic() - started,
@@ -164,7 +200,7 @@ def run_server(
     front_ends: Sequence[FrontEnd] = (),
 ) -> None:
     """Load, serve on the bound `listener` and `front_ends`, shut down. Raises StartupError for configuration problems."""
-    engine, default_voice = load_engine(config, selection or ensure_voices(config))
+    engine, default_voice = load_stoppably(config, selection or ensure_voices(config))
     scheduler = Scheduler(max_requests=config.max_queue)
     scheduler.start()
     service = build_service(config, engine, default_voice, scheduler)
