@@ -46,11 +46,13 @@ from .requests import (
     RequestError,
     internal_error,
     nothing_to_say,
+    refusal,
     shutting_down,
     text_of,
     unreadable,
     voice_of,
 )
+from .responses import Responses
 from .service import Service
 from .streaming import END, Stream, StreamFailed
 from .wording import counted
@@ -77,8 +79,7 @@ class HayakoeHandler:
         self.reader = reader
         self.writer = writer
         self.peer = peer or "client"
-        self._tail: asyncio.Task | None = None
-        self._tasks: set[asyncio.Task] = set()
+        self._responses = Responses(self.peer, self.write_event, self._hang_up)
         self._stream: Stream | None = None
         self._requests = 0
         self._running = True  # taking requests
@@ -115,7 +116,7 @@ class HayakoeHandler:
                 except RequestError as err:
                     _LOGGER.warning("%s: %s refused: %s (error %s)", self.peer, item.type, err.text, err.code)
                     self._reply(err.event())
-            if not gone and self._tail is not None:
+            if not gone and self._responses.any:
                 # End of input: stdin closed, or a socket shut for writing only
                 # (`… | nc`); the answers are still wanted. A client that is
                 # really gone shows when writing to it fails, which drops its work.
@@ -123,7 +124,7 @@ class HayakoeHandler:
                     self._end_stream_input(
                         RequestError(Codes.BAD_REQUEST, "The input ended inside a stream, before synthesize-stop")
                     )
-                await asyncio.wait([self._tail])
+                await self._responses.written()
         finally:
             await self._close()
 
@@ -144,11 +145,7 @@ class HayakoeHandler:
         if self._stream is not None:  # a stream that can never be completed
             self._stream.fail(RequestError(Codes.BAD_REQUEST, "connection closed"))
             self._stream = None
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=5)
+        await self._responses.cancel(timeout=5)
         try:
             self.writer.close()
         except (ConnectionError, OSError, RuntimeError):
@@ -167,34 +164,15 @@ class HayakoeHandler:
         await self.writer.drain()
 
     def _respond(self, respond: Callable[[], Awaitable[None]], lane: Lane | None = None) -> None:
-        """Run `respond` after every earlier response on this connection has been written."""
-        previous = self._tail
+        """Run `respond` after every earlier response on this connection has been written (its `lane`,
+        if any, closed when it ends)."""
 
-        async def ordered() -> None:
-            try:
-                if previous is not None:
-                    await asyncio.wait([previous])
-                await respond()
-            except (ConnectionError, OSError) as err:
-                _LOGGER.info("%s: client gone (%s); dropping its work", self.peer, err)
-                self._hang_up()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # a bug: log it, tell the client, keep the server up
-                _LOGGER.exception("%s: response failed", self.peer)
-                try:
-                    await self.write_event(internal_error().event())
-                except (ConnectionError, OSError):
-                    pass
-            finally:
-                if lane is not None:
-                    lane.close()
-                    self._lanes.discard(lane)
+        def finished() -> None:
+            if lane is not None:
+                lane.close()
+                self._lanes.discard(lane)
 
-        task = asyncio.create_task(ordered(), name=f"hayakoe response {self.peer}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        self._tail = task
+        self._responses.add(respond, finished)
 
     def _stop_reading(self) -> None:
         """Take no more events (the read in progress is dropped; the writer stays usable)."""
@@ -212,10 +190,7 @@ class HayakoeHandler:
         client has read it.
         """
         self._running = False
-        current = asyncio.current_task()
-        for task in list(self._tasks):
-            if task is not current:
-                task.cancel()
+        self._responses.drop_others()
         try:
             self.writer.write_eof()
         except (ConnectionError, OSError, RuntimeError):
@@ -294,16 +269,9 @@ class HayakoeHandler:
     def _on_bad_event(self, bad: BadEvent) -> None:
         _LOGGER.warning("%s: %s", self.peer, bad.text)
         stream = self._stream
-        if bad.code == "too-large" and bad.type in ("synthesize", "synthesize-chunk"):
-            if stream is not None and bad.type == "synthesize":
-                return  # the duplicate of a stream's text: ignored anyway
-            error = RequestError(
-                Codes.TEXT_TOO_LONG,
-                f"Text is too long ({bad.text}); the limit is "
-                f"{self.service.options.max_text_length} characters (--max-text-length)",
-            )
-        else:
-            error = RequestError(Codes.BAD_REQUEST, bad.text)
+        if stream is not None and bad.code == "too-large" and bad.type == "synthesize":
+            return  # the duplicate of a stream's text: ignored anyway
+        error = refusal(bad, self.service.options.max_text_length)
         if stream is not None and bad.type in ("synthesize-chunk", "synthesize-stop", "synthesize-start"):
             stream.fail(error)
         elif error.code == Codes.TEXT_TOO_LONG and bad.type == "synthesize":

@@ -9,6 +9,7 @@ from wyoming.event import Event
 from wyoming.tts import SynthesizeVoice
 
 from ..engine.speech import SpeechResult
+from .events import BadEvent
 
 
 class Codes:
@@ -89,3 +90,13 @@ def shutting_down() -> RequestError:
 
 def internal_error() -> RequestError:
     return RequestError(Codes.INTERNAL, "Internal server error (see the server log)")
+
+
+def refusal(bad: BadEvent, max_text_length: int) -> RequestError:
+    """The error a malformed event gets: a text over the limit is text-too-long, anything else bad-request."""
+    if bad.code == "too-large" and bad.type in ("synthesize", "synthesize-chunk"):
+        return RequestError(
+            Codes.TEXT_TOO_LONG,
+            f"Text is too long ({bad.text}); the limit is {max_text_length} characters (--max-text-length)",
+        )
+    return RequestError(Codes.BAD_REQUEST, bad.text)
