@@ -14,11 +14,12 @@ import onnx
 from wyoming_hayakoe.engine.voice import Voice
 from wyoming_hayakoe.runtime.cache import ModelCache
 from wyoming_hayakoe.runtime.entry import DECODER
-from wyoming_hayakoe.runtime.models import Decoder, StreamingDecoder, VoiceModels
+from wyoming_hayakoe.runtime.models import Decoder, StreamingDecoder, StreamRun, VoiceModels
 from wyoming_hayakoe.runtime.ort import OrtDecoder, open_session
 from wyoming_hayakoe.runtime.request import RuntimeRequest
 from wyoming_hayakoe.runtime.split import split_synthesizer
-from wyoming_hayakoe.runtime.stream import exactness, to_step_model
+from wyoming_hayakoe.runtime.stream import to_step_model
+from wyoming_hayakoe.runtime.stream_check import exactness
 from wyoming_hayakoe.store import find_voice
 
 
@@ -43,36 +44,30 @@ class SlowDecoder:
 
 
 class _WrappedStreamingDecoder:
-    """A streaming decoder around the real one: its chunk and run count are the real one's."""
+    """A streaming decoder around the real one: its runs are the real one's."""
 
     decoder: StreamingDecoder
 
-    @property
-    def chunk_frames(self) -> int:
-        return self.decoder.chunk_frames
-
-    def runs(self, frames: int) -> int:
-        return self.decoder.runs(frames)
+    def plan(self, frames: int) -> list[StreamRun]:
+        return self.decoder.plan(frames)
 
 
 class SlowStreamingDecoder(_WrappedStreamingDecoder):
-    """The real streaming decoder, each run taking `seconds_per_second` of wall time per second of the chunk
-    it decodes (padding included, as a real run costs); the speed may be changed between requests."""
+    """The real streaming decoder, each run taking `seconds_per_second` of wall time per second of the work
+    it does (StreamRun.decoded: padding included, as a real run costs); the speed may be changed between
+    requests."""
 
-    def __init__(self, decoder: StreamingDecoder, rate: int, hop: int, seconds_per_second: float) -> None:
-        self.decoder, self.rate, self.hop, self.seconds_per_second = decoder, rate, hop, seconds_per_second
+    def __init__(self, decoder: StreamingDecoder, rate: int, seconds_per_second: float) -> None:
+        self.decoder, self.rate, self.seconds_per_second = decoder, rate, seconds_per_second
         self.calls = 0
 
     def decode(self, z: np.ndarray, g: np.ndarray) -> Iterator[np.ndarray]:
         pieces = self.decoder.decode(z, g)
-        while True:
+        for run in self.plan(z.shape[2]):
             began = time.perf_counter()
-            audio = next(pieces, None)
-            if audio is None:
-                return
+            audio = next(pieces)
             self.calls += 1
-            chunk_seconds = self.chunk_frames * self.hop / self.rate
-            time.sleep(max(0.0, self.run_speed() * chunk_seconds - (time.perf_counter() - began)))
+            time.sleep(max(0.0, self.run_speed() * run.decoded / self.rate - (time.perf_counter() - began)))
             yield audio
 
     def run_speed(self) -> float:
@@ -84,8 +79,8 @@ class UnevenStreamingDecoder(SlowStreamingDecoder):
     """Slower than playback on average, but unevenly, as a throttled or busy machine decodes: the runs go
     through `speeds` (seconds per second of the chunk) in turn, over the whole life of the double."""
 
-    def __init__(self, decoder: StreamingDecoder, rate: int, hop: int, speeds: tuple[float, ...]) -> None:
-        super().__init__(decoder, rate, hop, sum(speeds) / len(speeds))
+    def __init__(self, decoder: StreamingDecoder, rate: int, speeds: tuple[float, ...]) -> None:
+        super().__init__(decoder, rate, sum(speeds) / len(speeds))
         self.speeds = speeds
 
     def run_speed(self) -> float:
@@ -104,7 +99,7 @@ class PausedBeforeCall(_WrappedStreamingDecoder):
 
     def decode(self, z: np.ndarray, g: np.ndarray) -> Iterator[np.ndarray]:
         pieces = self.decoder.decode(z, g)
-        for _ in range(self.runs(z.shape[2])):
+        for _ in self.plan(z.shape[2]):
             self.calls += 1
             if self.calls == self.call:
                 self.went_on_go = self.go.wait(self.timeout)
@@ -119,12 +114,18 @@ def on_slices(voice: Voice, data_dir: Path, cache_dir: Path) -> VoiceModels:
     return dataclasses.replace(voice.models, decoder=decoder, streaming_decoder=None)
 
 
-def stream_exactness(synthesizer: Path | onnx.ModelProto, config: dict) -> list[tuple[int, float, float]]:
-    """The synthesizer's decoder rewritten into a step model, against its whole decode on random latents of
-    several lengths (one frame, under a chunk, a chunk, two and a half, many): (frames, SNR whole, SNR of
-    the last two frames)."""
+def stream_exactness(
+    synthesizer: Path | onnx.ModelProto, config: dict, every_length: bool = False
+) -> tuple[float, float]:
+    """The synthesizer's decoder rewritten into a step model, against its whole decode on random latents
+    (stream.exactness): SNR over the whole and over the last two frames, the worst over the lengths (one
+    frame, under a chunk, a chunk, two and a half, many) and the two plans (the first run's length free, as
+    ONNX Runtime runs it, and of a chunk, as OpenVINO does). `every_length`: also every length up to where
+    the first run has taken every length it takes and the last run has ended at every frame of a chunk."""
     halves = split_synthesizer(synthesizer, config)
     step = to_step_model(halves.decoder, halves.latent, halves.speaker)
     chunk = step.spec.chunk_frames
-    lengths = (1, 7, chunk, 2 * chunk + chunk // 2 + 1, 150)
-    return [(frames, *exactness(halves.decoder, step, frames)) for frames in lengths]
+    lengths = {1, 7, chunk, 2 * chunk + chunk // 2 + 1, 150}
+    if every_length:
+        lengths |= set(range(1, step.spec.plan(10**4)[0].frames + chunk))
+    return exactness(halves.decoder, step, sorted(lengths))

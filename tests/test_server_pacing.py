@@ -86,8 +86,7 @@ def heard(result: ha.TtsResult) -> Listening:
 async def test_slower_than_playback_waits_only_between_sentences(engine: Engine) -> None:
     """At 0.3x real time (a Raspberry Pi 4B), both of HA's paths play each sentence through once it starts."""
     rate = engine.voice(VOICE).sample_rate
-    hop = engine.voice(VOICE).config.hop_length
-    async with serving(engine, lambda real: SlowStreamingDecoder(real, rate, hop, PI_4B)) as port:
+    async with serving(engine, lambda real: SlowStreamingDecoder(real, rate, PI_4B)) as port:
         assert not engine.voice(VOICE).speed.keeps_up  # measured by the warm-up
         whole = await ha.synthesize("127.0.0.1", port, TEXT, VOICE, timeout=300)
         streamed = await ha.stream("127.0.0.1", port, ha.llm_deltas(TEXT), VOICE, timeout=300)
@@ -108,9 +107,9 @@ async def test_a_decoder_that_keeps_up_by_little_never_stalls_the_first_sentence
     """Faster than playback, but not by much (the full-size decoder here runs at 0.35 s per second): the
     first chunk yields less audio than a chunk (the decoder's delay), and each run decodes a whole chunk,
     padding included. Held until the rest arrives in time, the long first sentence plays through."""
-    rate, hop = engine.voice(VOICE).sample_rate, engine.voice(VOICE).config.hop_length
+    rate = engine.voice(VOICE).sample_rate
     text = "明日の朝は七時にアラームをセットしましたので、忘れずに起きて、駅まで歩いて行ってくださいね。またね。"
-    async with serving(engine, lambda real: SlowStreamingDecoder(real, rate, hop, seconds_per_second)) as port:
+    async with serving(engine, lambda real: SlowStreamingDecoder(real, rate, seconds_per_second)) as port:
         assert engine.voice(VOICE).speed.keeps_up  # measured by the warm-up
         result = await ha.synthesize("127.0.0.1", port, text, VOICE, timeout=300)
     listening = heard(result)
@@ -127,10 +126,10 @@ async def test_first_audio_goes_out_after_the_first_chunk_where_the_decoder_keep
     At 0.5 s per second of audio, each later chunk arrives before the
     audio out before it is played: the first is not held back.
     """
-    rate, hop = engine.voice(VOICE).sample_rate, engine.voice(VOICE).config.hop_length
+    rate = engine.voice(VOICE).sample_rate
 
     def speed(real: StreamingDecoder) -> StreamingDecoder:
-        return real if seconds_per_second is None else SlowStreamingDecoder(real, rate, hop, seconds_per_second)
+        return real if seconds_per_second is None else SlowStreamingDecoder(real, rate, seconds_per_second)
 
     async with serving(engine, speed) as port:
         voice = engine.voice(VOICE)
@@ -152,11 +151,11 @@ async def test_a_server_slowed_after_its_first_request_keeps_sentences_whole_fro
     """A Raspberry Pi that throttles when hot, or starts transcribing speech: measured fast at the start,
     then at 0.3x real time. The speed is learnt from the chunks actually decoded, so after one request at
     the new speed every wait falls between sentences."""
-    rate, hop = engine.voice(VOICE).sample_rate, engine.voice(VOICE).config.hop_length
+    rate = engine.voice(VOICE).sample_rate
     slowed: list[SlowStreamingDecoder] = []
 
     def fast_at_first(real: StreamingDecoder) -> StreamingDecoder:
-        slowed.append(SlowStreamingDecoder(real, rate, hop, 0.2))
+        slowed.append(SlowStreamingDecoder(real, rate, 0.2))
         return slowed[0]
 
     async with serving(engine, fast_at_first) as port:
@@ -184,8 +183,8 @@ async def test_a_machine_that_decodes_unevenly_still_keeps_sentences_whole(
     sentence that the next slow runs then stall; the pacing plans with the slower of a quick and a steady
     average, and lets the recent slow runs come first (the patterns repeat within the eight runs it keeps),
     so each sentence is held until it plays through."""
-    rate, hop = engine.voice(VOICE).sample_rate, engine.voice(VOICE).config.hop_length
-    uneven = partial(UnevenStreamingDecoder, rate=rate, hop=hop, speeds=speeds)
+    rate = engine.voice(VOICE).sample_rate
+    uneven = partial(UnevenStreamingDecoder, rate=rate, speeds=speeds)
     async with serving(engine, uneven) as port:
         await ha.synthesize("127.0.0.1", port, TEXT, VOICE, timeout=300)  # the warm-up's few runs were fast
         results = [await ha.synthesize("127.0.0.1", port, TEXT, VOICE, timeout=300) for _ in range(4)]
