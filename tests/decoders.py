@@ -19,6 +19,7 @@ from wyoming_hayakoe.runtime.models import (
     BertModel,
     Decoder,
     StreamingDecoder,
+    StreamRun,
     SynthesisInputs,
     SynthesizerFront,
     VoiceModels,
@@ -26,7 +27,8 @@ from wyoming_hayakoe.runtime.models import (
 from wyoming_hayakoe.runtime.ort import OrtDecoder, open_session
 from wyoming_hayakoe.runtime.request import RuntimeRequest
 from wyoming_hayakoe.runtime.split import split_synthesizer
-from wyoming_hayakoe.runtime.stream import exactness, to_step_model
+from wyoming_hayakoe.runtime.stream import to_step_model
+from wyoming_hayakoe.runtime.stream_check import exactness
 from wyoming_hayakoe.store import find_voice
 
 
@@ -113,33 +115,27 @@ class SlowFront:
 
 
 class _WrappedStreamingDecoder:
-    """A streaming decoder around the real one: its chunk and run count are the real one's."""
+    """A streaming decoder around the real one: its runs are the real one's."""
 
     decoder: StreamingDecoder
 
-    @property
-    def chunk_frames(self) -> int:
-        return self.decoder.chunk_frames
-
-    def runs(self, frames: int) -> int:
-        return self.decoder.runs(frames)
+    def plan(self, frames: int) -> list[StreamRun]:
+        return self.decoder.plan(frames)
 
 
 class SlowStreamingDecoder(_WrappedStreamingDecoder):
-    """The real streaming decoder on a `SlowMachine`: a run costs its chunk's seconds of audio at real time
-    (padding included, as a real run costs)."""
+    """The real streaming decoder on a `SlowMachine`: a run costs the seconds of audio its work amounts to at real
+    time (StreamRun.decoded: padding included, as a real run costs)."""
 
     def __init__(self, decoder: StreamingDecoder, machine: SlowMachine, rate: int, hop: int) -> None:
         self.decoder, self.machine, self.rate, self.hop = decoder, machine, rate, hop
 
     def decode(self, z: np.ndarray, g: np.ndarray) -> Iterator[np.ndarray]:
         pieces = self.decoder.decode(z, g)
-        while True:
+        for run in self.plan(z.shape[2]):
             began = time.perf_counter()
-            audio = next(pieces, None)
-            if audio is None:
-                return
-            self.machine.take(self.chunk_frames * self.hop / self.rate, began, decoder_run=True)
+            audio = next(pieces)
+            self.machine.take(run.decoded / self.rate, began, decoder_run=True)
             yield audio
 
 
@@ -173,7 +169,7 @@ class PausedBeforeCall(_WrappedStreamingDecoder):
 
     def decode(self, z: np.ndarray, g: np.ndarray) -> Iterator[np.ndarray]:
         pieces = self.decoder.decode(z, g)
-        for _ in range(self.runs(z.shape[2])):
+        for _ in self.plan(z.shape[2]):
             self.calls += 1
             if self.calls == self.call:
                 self.went_on_go = self.go.wait(self.timeout)
@@ -188,12 +184,18 @@ def on_slices(voice: Voice, data_dir: Path, cache_dir: Path) -> VoiceModels:
     return dataclasses.replace(voice.models, decoder=decoder, streaming_decoder=None)
 
 
-def stream_exactness(synthesizer: Path | onnx.ModelProto, config: dict) -> list[tuple[int, float, float]]:
-    """The synthesizer's decoder rewritten into a step model, against its whole decode on random latents of
-    several lengths (one frame, under a chunk, a chunk, two and a half, many): (frames, SNR whole, SNR of
-    the last two frames)."""
+def stream_exactness(
+    synthesizer: Path | onnx.ModelProto, config: dict, every_length: bool = False
+) -> tuple[float, float]:
+    """The synthesizer's decoder rewritten into a step model, against its whole decode on random latents
+    (stream.exactness): SNR over the whole and over the last two frames, the worst over the lengths (one
+    frame, under a chunk, a chunk, two and a half, many) and the two plans (the first run's length free, as
+    ONNX Runtime runs it, and of a chunk, as OpenVINO does). `every_length`: also every length up to where
+    the first run has taken every length it takes and the last run has ended at every frame of a chunk."""
     halves = split_synthesizer(synthesizer, config)
     step = to_step_model(halves.decoder, halves.latent, halves.speaker)
     chunk = step.spec.chunk_frames
-    lengths = (1, 7, chunk, 2 * chunk + chunk // 2 + 1, 150)
-    return [(frames, *exactness(halves.decoder, step, frames)) for frames in lengths]
+    lengths = {1, 7, chunk, 2 * chunk + chunk // 2 + 1, 150}
+    if every_length:
+        lengths |= set(range(1, step.spec.plan(10**4)[0].frames + chunk))
+    return exactness(halves.decoder, step, sorted(lengths))

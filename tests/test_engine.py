@@ -30,8 +30,9 @@ from wyoming_hayakoe.engine.speech import synthesize
 from wyoming_hayakoe.engine.voice import Voice
 from wyoming_hayakoe.engine.voice_config import UnknownStyle
 from wyoming_hayakoe.runtime.cache import ENTRY_LOCKS, ModelCache, cache_key
-from wyoming_hayakoe.runtime.entry import MANIFEST
+from wyoming_hayakoe.runtime.entry import FIRST_PIECE_FRAMES, MANIFEST
 from wyoming_hayakoe.runtime.loading import load_voice
+from wyoming_hayakoe.runtime.ort import OrtStreamingDecoder
 from wyoming_hayakoe.runtime.request import RuntimeRequest
 from wyoming_hayakoe.store import InvalidVoiceName, MissingModelFiles, find_bert, find_voice
 
@@ -112,25 +113,29 @@ def test_a_decoder_slower_than_playback_starts_quickly_only_once(
 
 
 @pytest.mark.parametrize("text", ["はい。", "明日の朝七時にアラームをセットしました。", LONG, LONG + LONG])
-def test_a_streaming_decoder_decodes_each_frame_once_and_at_most_one_chunk_more(
-    engine: Engine, text: str, monkeypatch
-) -> None:
-    """Equal runs of one chunk: a sentence's frames, then zeros until its last sample is out (the decoder's
-    delay is under a chunk), never a frame decoded twice as the slices' context is."""
+def test_a_streaming_decoder_reads_each_frame_once_and_pads_no_chunk(engine: Engine, text: str, monkeypatch) -> None:
+    """A first run, then equal chunks, reading a sentence's frames and then zeros until its last sample is
+    out, never a frame twice as the slices' context is. A first run of free length (ONNX Runtime's) makes
+    the last chunk end on the last sample, so nothing is padding; one of a chunk's length pads less than a
+    chunk. What the runs compute is the sentence, less than a frame more: the first run skips the delay."""
     voice = engine.voice(VOICE)
     streaming = voice.models.streaming_decoder
-    assert streaming is not None
-    hop, chunk = voice.config.hop_length, streaming.chunk_frames
+    assert isinstance(streaming, OrtStreamingDecoder)
+    hop, spec = voice.config.hop_length, streaming.spec
     counting = PausedBeforeCall(streaming, call=0)  # counts the runs, pauses none
     monkeypatch.setattr(voice, "models", dataclasses.replace(voice.models, streaming_decoder=counting))
     phonemes = voice.frontend.phonemize(text)
     latent, speaker = voice.front(phonemes, engine.bert.features(phonemes), QUIET)
     frames = latent.shape[2]
     pieces = list(voice.decode(latent, speaker))
+    runs = streaming.plan(frames)
     assert sum(len(piece) for piece in pieces) == frames * hop
-    assert counting.calls == len(pieces) == streaming.runs(frames)
-    assert -(-frames // chunk) <= counting.calls <= -(-frames // chunk) + 1
-    assert all(len(piece) == chunk * hop for piece in pieces[1:-1])  # every run between yields a whole chunk
+    assert counting.calls == len(pieces) == len(runs)
+    needed = -(-(frames * hop + spec.delay) // hop)  # the sentence, and the delay until its last sample is out
+    read = sum(run.frames for run in runs)
+    assert needed <= read < needed + (spec.chunk_frames if streaming.first_frames else 1)
+    assert sum(run.decoded for run in runs) == read * hop - spec.delay
+    assert all(len(piece) == spec.chunk_frames * hop for piece in pieces[1:-1])  # every run between: a chunk
 
 
 @pytest.mark.parametrize("text", ["はい。", LONG, "明日の朝七時にアラームをセットしました。"])
@@ -157,8 +162,9 @@ def test_streamed_and_sliced_decoding_equal_the_whole_model(
             assert len(pieces) >= 3  # audio starts before the sentence is decoded
     streaming = voice.models.streaming_decoder
     assert streaming is not None and sliced.models.decoder is not None and whole.models.whole is not None
-    first = list(voice.render(phonemes, bert, QUIET))[0]
-    assert len(first) <= streaming.chunk_frames * voice.config.hop_length
+    assert isinstance(streaming, OrtStreamingDecoder)
+    first = list(voice.render(phonemes, bert, QUIET))[0]  # at most a chunk and a first piece's frames
+    assert len(first) < (streaming.spec.chunk_frames + FIRST_PIECE_FRAMES) * voice.config.hop_length
 
 
 def test_synthesize_yields_pcm_with_pauses(engine: Engine) -> None:

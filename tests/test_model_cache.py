@@ -20,8 +20,8 @@ from onnx import TensorProto, helper
 
 from wyoming_hayakoe.runtime.cache import ENTRY_LOCKS, LOCK, ModelCache, PreparationError, cache_key
 from wyoming_hayakoe.runtime.children import ChildStop
-from wyoming_hayakoe.runtime.entry import DECODER, DECODER_STEP, FRONT, MANIFEST, WHOLE
-from wyoming_hayakoe.runtime.ort import open_session
+from wyoming_hayakoe.runtime.entry import DECODER, DECODER_FIRST, DECODER_STEP, FRONT, MANIFEST, WHOLE
+from wyoming_hayakoe.runtime.ort import decode_streaming, open_session, open_step_model
 
 DP = Path("onnx") / "speakers" / "standin-a" / "duration_predictor.onnx"
 SYNTH = Path("onnx") / "speakers" / "standin-a" / "synthesizer.onnx"
@@ -103,10 +103,45 @@ def test_split_and_whole_entries_of_one_synthesizer_live_side_by_side(standin_di
     cache = ModelCache(model_cache)
     split = cache.prepare(standin_dir / SYNTH, split=True)
     whole = cache.prepare(standin_dir / SYNTH, split=False)
-    assert set(split.parts) == {FRONT, DECODER, DECODER_STEP} and split.latent and split.speaker
+    assert set(split.parts) == {FRONT, DECODER, DECODER_STEP, DECODER_FIRST} and split.latent and split.speaker
     assert split.stream is not None and split.stream.chunk_frames > split.stream.delay / split.stream.hop
     assert set(whole.parts) == {WHOLE} and not whole.unsplit_reason
     assert all(p.is_file() for p in [*split.parts.values(), *whole.parts.values()])
+
+
+def test_the_step_model_and_its_first_run_read_one_mapping_of_their_weights(
+    standin_dir: Path, model_cache: Path
+) -> None:
+    """Both graphs' weights are in the step model's file, which the two sessions read from one mapping:
+    ONNX Runtime maps a file for each session, and the process's RSS would count its pages twice."""
+    split = ModelCache(model_cache).prepare(standin_dir / SYNTH, split=True)
+    weights = split.shared_weights
+    assert weights is not None and weights.file == split.parts[DECODER_STEP].with_name("decoder_step.onnx.data")
+    assert not split.parts[DECODER_FIRST].with_name("decoder_first.onnx.data").exists()
+    size = weights.file.stat().st_size
+    step, first = ({(t.offset, t.nbytes) for t in weights.tensors[part]} for part in (DECODER_STEP, DECODER_FIRST))
+    assert sum(nbytes for _, nbytes in step) == size and first < step  # the first run's: the weights
+    assert split.stream is not None
+    rng = np.random.default_rng(0)
+    z = rng.standard_normal((1, 32, 70)).astype(np.float32)  # the tiny stand-in's inter_channels and gin_channels
+    g = rng.standard_normal((1, 64, 1)).astype(np.float32)
+    decoders = [open_step_model(split.parts, split.stream, 1, weights)]
+    shared = decode_streaming(decoders[0], z, g)
+    assert resident_bytes(weights.file) <= 1.1 * size
+    decoders.append(open_step_model(split.parts, split.stream, 1, None))  # each session mapping its own
+    np.testing.assert_allclose(shared, decode_streaming(decoders[1], z, g), atol=1e-6)
+    assert resident_bytes(weights.file) > 1.5 * size
+
+
+def resident_bytes(path: Path) -> int:
+    """The resident bytes of this process's mappings of `path` (counted again for each mapping)."""
+    total, counting = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if "-" in line.split(" ", 1)[0]:  # a mapping's first line: addresses, ..., its path
+            counting = line.rstrip().endswith(str(path.resolve()))
+        elif counting and line.startswith("Rss:"):
+            total += int(line.split()[1]) * 1024
+    return total
 
 
 def test_a_synthesizer_without_a_decoder_to_cut_is_kept_whole_with_the_reason(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from wyoming_hayakoe.runtime import measure, optimize
 from wyoming_hayakoe.runtime.cache import ModelCache, PreparationError
 from wyoming_hayakoe.runtime.children import ChildStop
 from wyoming_hayakoe.runtime.deconv import conv_transposes_need_widening, widen_conv_transposes
-from wyoming_hayakoe.runtime.entry import MANIFEST, PreparedModel
+from wyoming_hayakoe.runtime.entry import MANIFEST, STEP_PARTS, PreparedModel
 from wyoming_hayakoe.runtime.measure import snr_db
 from wyoming_hayakoe.runtime.openvino import OvSession, core
 from wyoming_hayakoe.runtime.reference import Reference, made_up
@@ -177,15 +177,17 @@ async def test_auto_measures_after_the_start_records_the_choice_and_logs_it_at_e
     passing = {k: v for k, v in decoder["seconds"].items() if k not in decoder["failed"]}
     assert decoder["seconds"][chosen] == min(passing.values())
     on_ort = decoder["backend"] == "onnxruntime"
-    assert synthesizer["parts"]["decoder_step"] == ("decoder_step.onnx" if on_ort else "decoder_step.xml")
+    suffix = ".onnx" if on_ort else ".xml"  # the step model and its first run's graph, on the chosen runtime
+    assert {part: synthesizer["parts"][part] for part in STEP_PARTS} == {part: part + suffix for part in STEP_PARTS}
+    assert ("shared_weights" in synthesizer) is on_ort  # ONNX Runtime's sessions share them
     lower = native_lower_precision()
     if lower is not None:  # tried, and kept only if it agrees with f32 closely enough
         assert f"openvino {lower}" in decoder["seconds"]
     line = f"Voice {VOICE} decoder: "
     for log in logs:
-        assert any(line in entry and "per 100 frames (" in entry for entry in log.splitlines()), log
-    assert "unmeasured" not in synthesizer and "decoder_step.plain.onnx" not in synthesizer["files"]
-    assert not list((tmp_path / "cache").glob("*/decoder_step.plain.onnx"))  # kept only until measured
+        assert any(line in entry and "per 100 frames ->" in entry for entry in log.splitlines()), log
+    assert "unmeasured" not in synthesizer and not set(STEP_PARTS.values()) & set(synthesizer["files"])
+    assert not list((tmp_path / "cache").glob("*/*.plain.onnx"))  # kept only until measured
 
 
 def run_child_in_process(command: list[str], label: str, stop=None) -> subprocess.CompletedProcess[str]:
@@ -253,8 +255,8 @@ def openvino_wins(monkeypatch) -> None:
     """OpenVINO times itself at a millisecond, whatever this machine measures (it loses on the tiny model)."""
     timed = measure.best_time
 
-    def faster_openvino(run, session):
-        return 0.001 if isinstance(session, OvSession) else timed(run, session)
+    def faster_openvino(run, decoder):
+        return 0.001 if isinstance(decoder.session, OvSession) else timed(run, decoder)
 
     monkeypatch.setattr(measure, "best_time", faster_openvino)
 
@@ -417,9 +419,10 @@ def test_a_measured_voice_starts_knowing_its_decoding_speed_and_warms_up_only_to
     cache = tmp_path / "cache"
     measured = load_measured([standin_dir], voices=[VOICE], cache_dir=cache).voice(VOICE)
     choice = measured.runtimes["decoder"]
-    spec = measured.entry.stream if measured.entry else None
-    assert spec is not None and choice.seconds_per_frame()
-    assert choice.frames == spec.runs(measure.DECODER_FRAMES) * spec.chunk_frames  # decoded, padding included
+    decoder = measured.models.streaming_decoder
+    assert decoder is not None and choice.seconds_per_frame()
+    runs = decoder.plan(measure.DECODER_FRAMES)  # as the chosen runtime runs them, padding included
+    assert choice.frames == round(sum(run.decoded for run in runs) / measured.config.hop_length)
     speed = choice.seconds[choice.label] / choice.frames * measured.sample_rate / measured.config.hop_length
 
     def count_runs(voice) -> list[int]:

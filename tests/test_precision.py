@@ -23,7 +23,7 @@ import pytest
 from tools import lower_precision
 from tools.trained_decoder import LATENT, SPEAKER, Trained, speaker
 from wyoming_hayakoe.runtime import listening, measure
-from wyoming_hayakoe.runtime.entry import DECODER_STEP, DECODER_STEP_PLAIN, RuntimeChoice
+from wyoming_hayakoe.runtime.entry import DECODER_STEP, STEP_PARTS, RuntimeChoice
 from wyoming_hayakoe.runtime.ort import decode_streaming
 from wyoming_hayakoe.runtime.reference import Reference
 from wyoming_hayakoe.runtime.request import RuntimeRequest
@@ -49,7 +49,7 @@ def passage(trained: Trained) -> np.ndarray:
 @pytest.fixture(scope="module")
 def f32(step: StepModel, passage: np.ndarray) -> np.ndarray:
     """ONNX Runtime f32's audio of the passage through the step model: what every candidate is judged against."""
-    return decode_streaming(session(step.graph), step.spec, passage, speaker())
+    return decode_streaming(lower_precision.step_decoder(step, session), passage, speaker())
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +122,7 @@ def test_bf16_and_f16_pass_the_gate_and_pesq_agrees(
     trained: Trained, step: StepModel, passage: np.ndarray, f32: np.ndarray, mp3, variant: str
 ) -> None:
     precision, emulated, refused_by_snr = EMULATED[variant]
-    audio = decode_streaming(emulated(step.graph), step.spec, passage, speaker())
+    audio = decode_streaming(lower_precision.step_decoder(step, emulated), passage, speaker())
     verdict = measure.judge(f32, audio, precision, trained.sample_rate)
     score = lower_precision.pesq_wb(f32, audio, trained.sample_rate)
     print(f"{variant}: {verdict}, PESQ {score:.2f}; MP3 V0: {mp3[0]}, PESQ {mp3[1]:.2f}")
@@ -139,7 +139,7 @@ REFUSED["one resblock perturbed"] = lower_precision.VARIANTS["one resblock pertu
 def test_int8_and_a_damaged_decoder_are_refused_and_pesq_agrees(
     trained: Trained, step: StepModel, passage: np.ndarray, f32: np.ndarray, mp3, variant: str
 ) -> None:
-    audio = decode_streaming(REFUSED[variant](step, passage, speaker()), step.spec, passage, speaker())
+    audio = decode_streaming(REFUSED[variant](step, passage, speaker()), passage, speaker())
     verdict = measure.judge(f32, audio, "f16", trained.sample_rate)
     score = lower_precision.pesq_wb(f32, audio, trained.sample_rate)
     print(f"{variant}: {verdict}, PESQ {score:.2f}; MP3 V0: {mp3[0]}, PESQ {mp3[1]:.2f}")
@@ -154,7 +154,7 @@ def test_the_measurement_keeps_an_emulated_bf16_on_the_trained_decoder_and_logs_
     OpenVINO's bf16 on this CPU played by the emulation: kept, and the log line says how far it sounds."""
     from wyoming_hayakoe.runtime import openvino
 
-    compile_for_real = openvino.open_compiled
+    compile_for_real = openvino.open_step_model
 
     class Emulated:
         precision = "bf16"
@@ -165,18 +165,22 @@ def test_the_measurement_keeps_an_emulated_bf16_on_the_trained_decoder_and_logs_
         def run(self, output_names, input_feed):
             return self.session.run(output_names, input_feed)
 
-    def bf16_emulated(model, precision, threads, cache_dir, states=None):
+    def bf16_emulated(parts, spec, precision, threads, cache_dir):
         if precision == "bf16":
-            return Emulated(step.graph)
-        return compile_for_real(model, precision, threads, cache_dir, states)
+            return lower_precision.step_decoder(step, Emulated)
+        return compile_for_real(parts, spec, precision, threads, cache_dir)
 
-    monkeypatch.setattr(openvino, "open_compiled", bf16_emulated)
+    monkeypatch.setattr(openvino, "open_step_model", bf16_emulated)
     monkeypatch.setattr(measure, "native_lower_precision", lambda: "bf16")
-    monkeypatch.setattr(measure, "best_time", lambda run, s: 0.5 if isinstance(s, Emulated) else 1.0)
+    monkeypatch.setattr(
+        measure, "best_time", lambda run, decoder: 0.5 if isinstance(decoder.session, Emulated) else 1.0
+    )
     entry = tmp_path / "entry"
     entry.mkdir()
-    (entry / f"{DECODER_STEP}.onnx").write_bytes(step.graph)
-    (entry / DECODER_STEP_PLAIN).write_bytes(step.graph)
+    for part, plain in STEP_PARTS.items():
+        graph = step.first if part != DECODER_STEP else step.graph
+        (entry / f"{part}.onnx").write_bytes(graph)
+        (entry / plain).write_bytes(graph)
     manifest = {"stream": json.loads(json.dumps(asdict(step.spec))), "parts": {}, "unmeasured": True}
     reference = Reference(passage, speaker(), trained.sample_rate)
     measure.choose_decoder_runtime(entry, manifest, RuntimeRequest(), measure.Steps(1), reference)

@@ -43,7 +43,8 @@ def _cpu() -> dict[str, str]:
 def _exactness(source: Path) -> tuple[float, float]:
     """The step model against a whole decode (ONNX Runtime f32), over the whole latent and its last frames."""
     from wyoming_hayakoe.runtime.split import split_synthesizer
-    from wyoming_hayakoe.runtime.stream import exactness, to_step_model
+    from wyoming_hayakoe.runtime.stream import to_step_model
+    from wyoming_hayakoe.runtime.stream_check import exactness
 
     config = json.loads((source.parent / "config.json").read_text(encoding="utf-8"))
     halves = split_synthesizer(source, config)

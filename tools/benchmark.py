@@ -53,6 +53,7 @@ sys.path.insert(0, str(ROOT))
 from tools import decoder_speed  # noqa: E402
 from tools.listener import Listening, listen  # noqa: E402
 from wyoming_hayakoe.cli.benchmark import TEXTS  # noqa: E402  (the user benchmark's texts)
+from wyoming_hayakoe.runtime.entry import StreamSpec  # noqa: E402
 
 VOICES = ("standin-a", "standin-b")
 
@@ -444,9 +445,10 @@ def run_wyoming_bench(port: int, voice: str, rounds: int) -> dict:
     return {"exit_code": done.returncode, "output": done.stdout[-6000:] + done.stderr[-2000:]}
 
 
-def streaming_decoding_snr(full: Path) -> tuple[float, float]:
-    """Worst SNR (dB) over the long text's sentences of our streaming decoder against decoding each whole:
-    over the sentence, and over its last two frames (where the stream is flushed).
+def streaming_decoding(full: Path) -> tuple[float, float, list[str], dict[str, dict[str, float]]]:
+    """Our streaming decoder on the full-size decoder: the worst SNR (dB) over the long text's sentences
+    against decoding each whole, over the sentence and over its last two frames (where the stream is
+    flushed); and how many frames its runs decode per frame of each text's audio (`decoding_waste`).
 
     On the full-size decoder, whose receptive field the tiny test model does
     not have, both on ONNX Runtime f32 (the rewrite's exactness, not a
@@ -459,13 +461,15 @@ def streaming_decoding_snr(full: Path) -> tuple[float, float]:
     from wyoming_hayakoe.engine.voice import Voice
     from wyoming_hayakoe.runtime.cache import ModelCache
     from wyoming_hayakoe.runtime.loading import load_voice
+    from wyoming_hayakoe.runtime.ort import OrtStreamingDecoder
     from wyoming_hayakoe.runtime.request import RuntimeRequest
     from wyoming_hayakoe.store import find_voice
     from wyoming_hayakoe.text import split_sentences
 
     engine = Engine.load([full], voices=[VOICES[0]], backend="onnxruntime")
     voice = engine.voice(VOICES[0])
-    if voice.models.streaming_decoder is None:
+    streaming = voice.models.streaming_decoder
+    if not isinstance(streaming, OrtStreamingDecoder):
         raise SystemExit("the full-size decoder does not stream (see the log): nothing to compare")
     models = load_voice(find_voice([full], VOICES[0]), ModelCache(), RuntimeRequest(), chunked=False).models
     whole = Voice(voice.name, voice.config, voice.style_vectors, voice.frontend, models)
@@ -477,14 +481,48 @@ def streaming_decoding_snr(full: Path) -> tuple[float, float]:
         return float(10 * np.log10(float(np.sum(reference**2)) / noise))
 
     worst = worst_tail = float("inf")
-    for sentence in split_sentences(TEXTS["long"]):
-        phonemes = voice.frontend.phonemize(sentence)
-        bert = engine.bert.features(phonemes)
-        streamed = np.concatenate(list(voice.render(phonemes, bert, quiet))).astype(np.float64)
-        reference = np.concatenate(list(whole.render(phonemes, bert, quiet))).astype(np.float64)
-        worst = min(worst, snr(reference, streamed))
-        worst_tail = min(worst_tail, snr(reference[-tail:], streamed[-tail:]))
-    return worst, worst_tail
+    frames: dict[str, list[int]] = {}
+    for name, text in TEXTS.items():
+        for sentence in split_sentences(text):
+            phonemes = voice.frontend.phonemize(sentence)
+            bert = engine.bert.features(phonemes)
+            frames.setdefault(name, []).append(voice.front(phonemes, bert, quiet)[0].shape[2])
+            if name != "long":
+                continue
+            streamed = np.concatenate(list(voice.render(phonemes, bert, quiet))).astype(np.float64)
+            reference = np.concatenate(list(whole.render(phonemes, bert, quiet))).astype(np.float64)
+            worst = min(worst, snr(reference, streamed))
+            worst_tail = min(worst_tail, snr(reference[-tail:], streamed[-tail:]))
+    lines, waste = decoding_waste(streaming.spec, frames)
+    return worst, worst_tail, lines, waste
+
+
+def decoding_waste(spec: StreamSpec, frames: dict[str, list[int]]) -> tuple[list[str], dict[str, dict[str, float]]]:
+    """Frames decoded per frame of audio, per text (its sentences of `frames`), as each plan runs them
+    (StreamRun.decoded: a chunk per run, a sentence's first run less the delay it skips): the step model
+    alone, as before its first run had a graph of its own (a delay's worth and the last chunk's padding
+    more); ONNX Runtime's plan; OpenVINO's (the first run a chunk). hayakoe decodes each sentence whole: 1.00."""
+    plans = {
+        "step model alone": lambda n: (
+            -(-(n * spec.hop + spec.delay) // (spec.chunk_frames * spec.hop)) * spec.chunk_frames
+        ),
+        "onnxruntime": lambda n: sum(run.decoded for run in spec.plan(n)) / spec.hop,
+        "openvino": lambda n: sum(run.decoded for run in spec.plan(n, spec.chunk_frames)) / spec.hop,
+    }
+    waste = {
+        plan: {name: sum(decoded(n) for n in sentences) / sum(sentences) for name, sentences in frames.items()}
+        for plan, decoded in plans.items()
+    }
+    lines = [
+        "| decoded frames per frame of audio | "
+        + " | ".join(f"{n} ({sum(f)} frames)" for n, f in frames.items())
+        + " |"
+    ]
+    lines.append("|---" * (len(frames) + 1) + "|")
+    lines += [
+        f"| {plan} | " + " | ".join(f"{ratio:.3f}" for ratio in row.values()) + " |" for plan, row in waste.items()
+    ]
+    return lines, waste
 
 
 #: The row key of the first start with an empty model cache (ours: server + optimizer child together).
@@ -513,10 +551,12 @@ def main() -> int:
     os.environ["HF_HUB_OFFLINE"] = "1"
 
     full = ensure_full_standin(args.models)
-    snr, tail_snr = streaming_decoding_snr(full)
+    snr, tail_snr, waste_lines, waste = streaming_decoding(full)
     print(
         f"streaming decoder vs whole, full-size decoder: {snr:.1f} dB SNR, last two frames {tail_snr:.1f} dB "
         "(worst sentence)",
+        *waste_lines,
+        sep="\n",
         flush=True,
     )
     dirs = {n: data_dir_with(full, VOICES[:n], args.out / "data") for n in (1, 2)}
@@ -614,6 +654,7 @@ def main() -> int:
         f"streaming decoder vs whole (full-size decoder): {snr:.1f} dB SNR, last two frames {tail_snr:.1f} dB, "
         "worst sentence"
     )
+    lines += waste_lines
     lines.append(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}; {os.cpu_count()} CPUs")
     trained = decoder_speed.table(args.threads, args.rounds)  # the same runtimes on trained weights
     lines += ["", *trained]
@@ -631,6 +672,7 @@ def main() -> int:
         "rounds": args.rounds,
         "runtime": {"backend": args.backend, "precision": args.precision, "chosen": chosen},
         "streaming_decoding_snr_db": {"whole": snr, "last_two_frames": tail_snr},
+        "decoded_frames_per_audio_frame": waste,
         "trained_decoder_speed": trained,
         "wyoming_bench": bench,
         "warnings": warnings,

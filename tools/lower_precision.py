@@ -286,37 +286,52 @@ class Recording:
         return list(self.inner.run(output_names, input_feed))
 
 
-def int8_step_model(step: Any, z: np.ndarray, g: np.ndarray, method: str) -> Any:
-    """The step model quantized (`int8_static`), calibrated on its own inputs and states decoding `z`."""
-    from wyoming_hayakoe.runtime.ort import decode_streaming
+def step_decoder(step: Any, session: Callable[[bytes], Any]) -> Any:
+    """The step model's decoder (its first run's graph and its own) with each graph on `session(graph)`."""
+    from wyoming_hayakoe.runtime.ort import OrtStreamingDecoder
 
-    recording = Recording(ort_session(step.graph))
-    decode_streaming(recording, step.spec, z, g)
-    return ort_session(int8_static(step.graph, iter(recording.feeds), method))
+    return OrtStreamingDecoder(session(step.first), session(step.graph), step.spec)
+
+
+def int8_step_model(step: Any, z: np.ndarray, g: np.ndarray, method: str) -> Any:
+    """The step model quantized (`int8_static`), each graph calibrated on its own inputs decoding `z`."""
+    from wyoming_hayakoe.runtime.ort import OrtStreamingDecoder, decode_streaming
+
+    first, chunks = Recording(ort_session(step.first)), Recording(ort_session(step.graph))
+    decode_streaming(OrtStreamingDecoder(first, chunks, step.spec), z, g)
+    return OrtStreamingDecoder(
+        ort_session(int8_static(step.first, iter(first.feeds), method)),
+        ort_session(int8_static(step.graph, iter(chunks.feeds), method)),
+        step.spec,
+    )
 
 
 def openvino_f32(step: Any) -> Any:
-    """The step model on OpenVINO at f32 as the server opens it (openvino.open_compiled, states kept inside)."""
-    from wyoming_hayakoe.runtime.openvino import open_compiled, save_ir
+    """The step model on OpenVINO at f32 as the server opens it (openvino.open_step_model)."""
+    from wyoming_hayakoe.runtime.entry import DECODER_FIRST, DECODER_STEP
+    from wyoming_hayakoe.runtime.openvino import open_step_model, save_ir
 
     with tempfile.TemporaryDirectory() as work:
-        save_ir(step.graph, Path(work) / "step.xml")
-        return open_compiled(Path(work) / "step.xml", "f32", None, Path(work) / "compiled", step.spec.state_pairs())
+        parts = {DECODER_STEP: Path(work) / "step.xml", DECODER_FIRST: Path(work) / "first.xml"}
+        save_ir(step.graph, parts[DECODER_STEP])
+        save_ir(step.first, parts[DECODER_FIRST])
+        return open_step_model(parts, step.spec, "f32", None, Path(work) / "compiled")
 
 
-#: Each variant of the trained decoder's step model: the precision it is judged as, and its session.
+def _damaged(graph: bytes) -> Any:
+    return ort_session(damaged(onnx.load_from_string(graph)).SerializeToString())
+
+
+#: Each variant of the trained decoder's step model: the precision it is judged as, and its decoder.
 VARIANTS: dict[str, tuple[str, Callable[[Any, np.ndarray, np.ndarray], Any]]] = {
     "OpenVINO f32": ("f32", lambda step, z, g: openvino_f32(step)),
-    "bf16 (emulated)": ("bf16", lambda step, z, g: emulated(step.graph, "bf16")),
-    "f16, f32 sums (emulated)": ("f16", lambda step, z, g: emulated(step.graph, "f16")),
-    "f16, f16 sums as ARM NEON (emulated)": ("f16", lambda step, z, g: F16Accumulating(step.graph)),
+    "bf16 (emulated)": ("bf16", lambda step, z, g: step_decoder(step, lambda graph: emulated(graph, "bf16"))),
+    "f16, f32 sums (emulated)": ("f16", lambda step, z, g: step_decoder(step, lambda graph: emulated(graph, "f16"))),
+    "f16, f16 sums as ARM NEON (emulated)": ("f16", lambda step, z, g: step_decoder(step, F16Accumulating)),
     "int8 static QDQ, MinMax": ("f16", lambda step, z, g: int8_step_model(step, z, g, "MinMax")),
     "int8 static QDQ, Entropy": ("f16", lambda step, z, g: int8_step_model(step, z, g, "Entropy")),
     "int8 static QDQ, Percentile": ("f16", lambda step, z, g: int8_step_model(step, z, g, "Percentile")),
-    "one resblock perturbed": (
-        "f16",
-        lambda step, z, g: ort_session(damaged(onnx.load_from_string(step.graph)).SerializeToString()),
-    ),
+    "one resblock perturbed": ("f16", lambda step, z, g: step_decoder(step, _damaged)),
 }
 
 
@@ -334,12 +349,12 @@ def main(argv: list[str] | None = None) -> None:
     trained = Trained.load(cached(ROOT / ".cache" / "trained-decoder"))
     step = to_step_model(trained.decoder, LATENT, SPEAKER)
     z, g, rate = trained.passage(*args.sentences), speaker(), trained.sample_rate
-    f32 = decode_streaming(ort_session(step.graph), step.spec, z, g)
+    f32 = decode_streaming(step_decoder(step, ort_session), z, g)
     print(f"{len(f32) / rate:.1f} s of speech; gate: mean <= {MAX_MEAN_DB} dB, worst frame <= {MAX_FRAME_DB} dB")
     print("| variant | SNR dB | log-mel mean dB | worst frame dB | gate | PESQ-WB |")
     print("|---|---|---|---|---|---|")
     rows = {
-        name: (precision, lambda p=precision, make=make: decode_streaming(make(step, z, g), step.spec, z, g))
+        name: (precision, lambda p=precision, make=make: decode_streaming(make(step, z, g), z, g))
         for name, (precision, make) in VARIANTS.items()
     }
     rows["MP3 V0 round trip of the f32 audio"] = ("f16", lambda: mp3_v0(f32, rate))

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..runtime.models import Decoder, StreamingDecoder
+from ..runtime.models import Decoder, StreamingDecoder, StreamRun
 from .common import (
     add_cache_dir_argument,
     add_data_dir_argument,
@@ -76,12 +76,8 @@ class TimedStreamingDecoder:
         self.inner = decoder
         self.seconds = 0.0
 
-    @property
-    def chunk_frames(self) -> int:
-        return self.inner.chunk_frames
-
-    def runs(self, frames: int) -> int:
-        return self.inner.runs(frames)
+    def plan(self, frames: int) -> list[StreamRun]:
+        return self.inner.plan(frames)
 
     def decode(self, z: np.ndarray, g: np.ndarray) -> Iterator[np.ndarray]:
         pieces = self.inner.decode(z, g)

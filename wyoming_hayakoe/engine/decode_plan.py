@@ -1,7 +1,7 @@
 """How a sentence's latent is decoded in runs, and what is still to come after each piece.
 
 A decoder that cannot stream decodes overlapping slices (decode_plan); a
-streaming one, fixed chunks (runtime/stream.py). Either way each piece of
+streaming one, a sentence's first run and then fixed chunks (runtime/stream.py). Either way each piece of
 audio comes with the runs still to come (SentenceAudio.rest), from which the
 pacing (speech.py) judges whether the rest will arrive in time.
 """
@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
+
+from ..runtime.models import StreamingDecoder
 
 # A decoder that cannot stream (see runtime/stream.py) decodes z in slices:
 # each slice sees this many frames of z on either side, enough for the
@@ -77,10 +79,9 @@ def slice_runs(plan: list[tuple[int, int]], frames: int, hop: int) -> list[Decod
     return runs
 
 
-def stream_runs(runs: int, chunk: int, audio: int) -> tuple[DecodeRun, ...]:
-    """`runs` of a streaming decoder, each decoding `chunk` samples, for `audio` samples of a part not
-    synthesized yet: its audio as late as it may come (the first run's all delay, then whole chunks)."""
-    return tuple(DecodeRun(max(0, min(chunk, audio - chunk * (run - 1))) if run else 0, chunk) for run in range(runs))
+def stream_runs(decoder: StreamingDecoder, frames: int) -> tuple[DecodeRun, ...]:
+    """The runs a streaming decoder plans for a latent of `frames` (runtime/models.StreamRun)."""
+    return tuple(DecodeRun(run.audio, run.decoded) for run in decoder.plan(frames))
 
 
 class SentenceAudio(Iterator[np.ndarray]):

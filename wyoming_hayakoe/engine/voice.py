@@ -291,8 +291,7 @@ class Voice:
         none for a synthesizer that cannot be split (its part's first step makes all its audio)."""
         hop = self.config.hop_length
         if self.models.streaming_decoder is not None:
-            decoder = self.models.streaming_decoder
-            return stream_runs(decoder.runs(frames), decoder.chunk_frames * hop, frames * hop)
+            return stream_runs(self.models.streaming_decoder, frames)
         if self.models.decoder is not None:
             return tuple(slice_runs(decode_plan(frames, quick_start=False), frames, hop))
         return ()
@@ -309,26 +308,21 @@ class Voice:
     def _stream(
         self, decoder: StreamingDecoder, latent: np.ndarray, speaker: np.ndarray, progress: SentenceAudio | None
     ) -> Iterator[np.ndarray]:
-        """One piece per run of the step model. Every run decodes a chunk and, but the first (less the
-        decoder's delay) and the last (what is left), yields a chunk of audio."""
-        hop = self.config.hop_length
-        chunk = decoder.chunk_frames * hop
-        left, runs = latent.shape[2] * hop, decoder.runs(latent.shape[2])
+        """One piece per run the decoder plans for the latent (a sentence's first, then chunks)."""
+        runs = stream_runs(decoder, latent.shape[2])
         pieces = decoder.decode(latent, speaker)
         previous_end = 0.0
-        for run in range(runs):
+        for index, run in enumerate(runs):
             began = time.perf_counter()
             audio = next(pieces)
             ended = time.perf_counter()
             # From the third run on, the time since the run before ended: a stall between runs (a
             # throttled or busy machine) delays the audio as much as one inside a run. The first two
             # are timed alone: the pause before the sentence is predicted between them.
-            self.speed.record(ended - (previous_end if run >= 2 else began), chunk)
+            self.speed.record(ended - (previous_end if index >= 2 else began), run.decoded)
             previous_end = ended
-            left -= len(audio)
             if progress is not None:
-                later = runs - run - 1
-                progress.rest = tuple(DecodeRun(max(0, min(chunk, left - chunk * i)), chunk) for i in range(later))
+                progress.rest = tuple(runs[index + 1 :])
             yield audio
 
     def measured_decode_factor(self) -> float | None:

@@ -58,7 +58,7 @@ from .request import RuntimeRequest, cpu_signature, onnxruntime_version, openvin
 
 _LOGGER = logging.getLogger(__name__)
 
-CACHE_FORMAT = 4  # 4: the manifest lists each file's checksum
+CACHE_FORMAT = 5  # 4: the manifest lists each file's checksum; 5: the step model's first run, shared weights
 LOCK = ".lock"  # the folder's: held briefly to remove what is no longer needed
 ENTRY_LOCKS = ".locks"  # one lock file per entry key, held while the entry is read or built
 BUILDING = ".building-"  # + the entry's key + "-": its work folder while a child builds it

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import zlib
 from collections.abc import Collection
@@ -22,6 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from .models import StreamRun
 from .request import ONNXRUNTIME
 
 MANIFEST = "manifest.json"
@@ -31,7 +35,14 @@ WHOLE = "model"
 FRONT = "front"
 DECODER = "decoder"
 DECODER_STEP = "decoder_step"  # the decoder as a step model (stream.py), where it can be rewritten
+DECODER_FIRST = "decoder_first"  # the step model's first run of a sentence (stream.py), beside it
 DECODER_STEP_PLAIN = "decoder_step.plain.onnx"  # its graph before ONNX Runtime's optimization (for other runtimes)
+DECODER_FIRST_PLAIN = "decoder_first.plain.onnx"
+# The parts a measurement gives one runtime, with their plain graphs.
+STEP_PARTS = {DECODER_STEP: DECODER_STEP_PLAIN, DECODER_FIRST: DECODER_FIRST_PLAIN}
+# Where the first run's length is free, it decodes at least this many frames of audio (if the sentence
+# has them): a first run that yields next to nothing only puts the first audio off until the second.
+FIRST_PIECE_FRAMES = 8
 DURATION_PREDICTOR = "duration_predictor"  # an optional part, cut out of an AIVMX synthesizer
 OPENVINO_CACHE = "openvino-cache"  # OpenVINO's compiled models, inside the entry
 
@@ -48,7 +59,7 @@ class RuntimeChoice:
     failed: dict[str, str] = field(default_factory=dict)  # candidates not chosen because a check failed
     work: str = ""  # what was timed, e.g. "100 frames"
     note: str = ""  # e.g. why OpenVINO was not considered
-    frames: int = 0  # the frames `work` decoded, padding included (0: not timed per frame)
+    frames: int = 0  # what `work` amounted to on the chosen runtime, in frames (StreamRun.decoded; 0: not timed)
 
     @property
     def label(self) -> str:
@@ -77,21 +88,22 @@ class RuntimeChoice:
 
 @dataclass(frozen=True)
 class StreamSpec:
-    """How to run a decoder's step model (stream.py): a fixed chunk of `chunk_frames` frames of the latent
-    per run, with the sentence's start frame and total frames, and each state fed back as it came out.
+    """How to run a decoder's step model (stream.py): a sentence's first run on its own graph, of any
+    length, then a fixed chunk of `chunk_frames` frames of the latent per run, with the chunk's start
+    frame and the sentence's frames, and each state fed back as it came out.
 
-    The audio out of the runs, joined, is the whole-sentence decode delayed by `delay` samples.
+    The first run's audio is the sentence's from its first sample; each later run's goes on from there.
     """
 
     chunk_frames: int
     hop: int  # audio samples per frame
-    delay: int  # samples out before the sentence's first
+    delay: int  # samples of the stream before the sentence's first
     latent: str  # the inputs: the latent chunk [1, C, chunk_frames] and the speaker embedding [1, G, 1]...
     speaker: str
-    start: str  # ...the chunk's first frame and the sentence's frames (int64 [1])...
+    start: str  # ...the chunk's first frame and the sentence's frames (int64 [1]; the first run: frames only)...
     frames: str
     states: tuple[tuple[str, str, tuple[int, ...]], ...]  # ...and each state: (input, output, float32 shape)
-    audio: str = "audio"  # the output: [1, 1, chunk_frames * hop]
+    audio: str = "audio"  # the output: [1, 1, chunk_frames * hop] (the first run: frames * hop - delay)
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> StreamSpec:
@@ -102,9 +114,69 @@ class StreamSpec:
         """Each state's input name: its output name (what a runtime that keeps the states itself needs)."""
         return {state_in: state_out for state_in, state_out, _ in self.states}
 
-    def runs(self, frames: int) -> int:
-        """The runs a sentence of `frames` takes: its frames, then zero chunks until its last sample is out."""
-        return -(-(frames * self.hop + self.delay) // (self.chunk_frames * self.hop))
+    def plan(self, frames: int, first: int | None = None) -> list[StreamRun]:
+        """The runs a sentence of `frames` takes until its last sample is out: the first, of `first` frames
+        where its graph has a fixed length, else of as many as make the last chunk end on the sentence's
+        last sample (no padding); then whole chunks.
+
+        A step model yields the sentence's samples `delay` samples after it reads them: the runs read that
+        many more. The first run's graph computes nothing before the sentence, so they cost nothing.
+        """
+        stream = -(-(frames * self.hop + self.delay) // self.hop)  # the frames the runs must read, delay included
+        if first is None:
+            first = min(stream, self.delay // self.hop + 1 + FIRST_PIECE_FRAMES)
+            chunks = (stream - first) // self.chunk_frames
+            first = stream - chunks * self.chunk_frames
+        else:
+            chunks = max(0, -(-(stream - first) // self.chunk_frames))
+        runs, left = [], frames * self.hop
+        for index, size in enumerate([first] + [self.chunk_frames] * chunks):
+            out = size * self.hop - (self.delay if index == 0 else 0)
+            runs.append(StreamRun(size, min(out, left), out))
+            left -= runs[-1].audio
+        return runs
+
+
+@dataclass(frozen=True)
+class SharedTensor:
+    """A weight of a part's graph where it lies in the shared file."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    offset: int
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * np.dtype(self.dtype).itemsize
+
+
+@dataclass(frozen=True)
+class SharedWeights:
+    """One file of weights that several parts' graphs read (the step model's and its first run's), so
+    ONNX Runtime's sessions can read them from one mapping of it (ort.py): each part's tensors in it."""
+
+    file: Path
+    tensors: dict[str, tuple[SharedTensor, ...]]
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any], entry: Path, sizes: dict[str, int]) -> SharedWeights:
+        """ValueError unless every tensor lies inside the file, one the entry lists."""
+        name = raw["file"]
+        tensors = {
+            str(part): tuple(
+                SharedTensor(str(n), str(np.dtype(t)), tuple(int(d) for d in shape), int(o)) for n, t, shape, o in items
+            )
+            for part, items in dict(raw["tensors"]).items()
+        }
+        size = sizes.get(name)
+        if size is None or any(t.offset < 0 or t.offset + t.nbytes > size for ts in tensors.values() for t in ts):
+            raise ValueError(f"weights outside {name}")
+        return cls(entry / name, tensors)
+
+    def to_json(self) -> dict[str, Any]:
+        items = {part: [[t.name, t.dtype, list(t.shape), t.offset] for t in ts] for part, ts in self.tensors.items()}
+        return {"file": self.file.name, "tensors": items}
 
 
 @dataclass(frozen=True)
@@ -118,10 +190,11 @@ class PreparedModel:
     extras: dict[str, Path] = field(default_factory=dict)  # other files by name (an AIVMX's config, ...)
     no_duration_predictor_reason: str = ""  # why an AIVMX gave no duration predictor
     runtimes: dict[str, RuntimeChoice] = field(default_factory=dict)  # per part; absent: ONNX Runtime f32
-    stream: StreamSpec | None = None  # how to run the DECODER_STEP part, when there is one
+    stream: StreamSpec | None = None  # how to run the STEP_PARTS, when there are any
     no_stream_reason: str = ""  # why a split decoder could not be rewritten into one
     unmeasured: bool = False  # on ONNX Runtime f32 until `ModelCache.measure` has chosen the step model's runtime
     uncapped_reason: str = ""  # why a synthesizer's frames per run could not be capped (frame_cap.py)
+    shared_weights: SharedWeights | None = None  # the STEP_PARTS' weights on ONNX Runtime
 
     def runtime(self, part: str) -> RuntimeChoice:
         return self.runtimes.get(part, RuntimeChoice())
@@ -226,7 +299,7 @@ def read_manifest(entry: Path, split: bool) -> PreparedModel | None:
     names = set(parts.values()) | set(sizes) | set(extras.values())
     stream = manifest.get("stream")
     if stream is not None:
-        expected.add(DECODER_STEP)
+        expected |= set(STEP_PARTS)
     if set(parts) - {DURATION_PREDICTOR} != expected or not (set(parts.values()) | set(extras.values())) <= set(sizes):
         return None
     if not all(isinstance(f, str) and f == Path(f).name and f not in ("", ".", "..") for f in names):
@@ -239,7 +312,9 @@ def read_manifest(entry: Path, split: bool) -> PreparedModel | None:
         return None
     try:
         spec = StreamSpec.from_json(dict(stream)) if stream is not None else None
-    except (TypeError, ValueError, AttributeError):
+        weights = manifest.get("shared_weights")
+        shared = SharedWeights.from_json(dict(weights), entry, sizes) if weights is not None else None
+    except (TypeError, ValueError, AttributeError, KeyError):
         return None
     if not _whole(entry, sizes, checksums):  # last: it reads every file
         return None
@@ -255,4 +330,5 @@ def read_manifest(entry: Path, split: bool) -> PreparedModel | None:
         manifest.get("no_stream_reason", ""),
         manifest.get("unmeasured", False) is True,
         str(manifest.get("uncapped_reason", "")),
+        shared,
     )

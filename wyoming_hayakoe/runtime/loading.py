@@ -27,6 +27,7 @@ from .ort import (
     OrtWholeSynthesizer,
     Session,
     open_session,
+    open_step_model,
 )
 from .request import NO_OPENVINO, OPENVINO, RuntimeRequest
 
@@ -54,9 +55,20 @@ def _open(prepared: PreparedModel, part: str, threads: int | None) -> Session:
     if choice.backend == OPENVINO:
         from .openvino import open_compiled
 
-        states = prepared.stream.state_pairs() if part == DECODER_STEP and prepared.stream else None
-        return open_compiled(prepared.parts[part], choice.precision, threads, prepared.openvino_cache, states)
+        return open_compiled(prepared.parts[part], choice.precision, threads, prepared.openvino_cache)
     return open_session(prepared.parts[part], threads)
+
+
+def _open_step_model(prepared: PreparedModel, threads: int | None) -> OrtStreamingDecoder:
+    """The entry's step model and its first run's graph, on the runtime chosen for them."""
+    assert prepared.stream is not None, "only a decoder rewritten into a step model has one"
+    choice = prepared.runtime(DECODER_STEP)
+    if choice.backend == OPENVINO:
+        from .openvino import open_step_model as open_on_openvino
+
+        cache = prepared.openvino_cache
+        return open_on_openvino(prepared.parts, prepared.stream, choice.precision, threads, cache)
+    return open_step_model(prepared.parts, prepared.stream, threads, prepared.shared_weights)
 
 
 def _tell_once_if_no_openvino(runtimes: dict[str, RuntimeChoice]) -> None:
@@ -103,7 +115,7 @@ def load_voice(
     if synthesizer.split and synthesizer.stream is not None:  # only the step model is opened
         models = VoiceModels(
             front=OrtFront(_open(synthesizer, FRONT, threads), synthesizer.latent, synthesizer.speaker),
-            streaming_decoder=OrtStreamingDecoder(_open(synthesizer, DECODER_STEP, threads), synthesizer.stream),
+            streaming_decoder=_open_step_model(synthesizer, threads),
             duration_predictor=duration_predictor,
         )
         # Keyed by role: what runs the voice's decoder. Auto: ONNX Runtime until measured after the start.
@@ -140,6 +152,4 @@ def whole_decoder(entry: PreparedModel, threads: int | None) -> OrtDecoder | Non
 
 def with_measured_decoder(models: VoiceModels, measured: PreparedModel, threads: int | None) -> VoiceModels:
     """`models` with the step model opened on the runtime a measurement chose for it (`ModelCache.measure`)."""
-    assert measured.stream is not None, "only a step model is measured"
-    session = _open(measured, DECODER_STEP, threads)
-    return replace(models, streaming_decoder=OrtStreamingDecoder(session, measured.stream))
+    return replace(models, streaming_decoder=_open_step_model(measured, threads))

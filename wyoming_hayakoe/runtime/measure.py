@@ -2,12 +2,13 @@
 
 Which runtime is faster depends on the CPU (OpenVINO won on an AVX-512 EPYC
 and lost with oneDNN capped at AVX2), so it is measured where the server
-runs. What is measured is the decoder's step model (stream.py): one input
-shape, so OpenVINO compiles it once and keeps one set of buffers (it keeps
-buffers for every shape it has run, which ruled it out for the slices of
-varying length a decoder that cannot stream still decodes: that one stays
-on ONNX Runtime, unmeasured). It is converted to OpenVINO IR with its 1-D ConvTranspose
-widened (deconv.py), compiled at f32 (and at the lower precision this CPU
+runs. What is measured is the decoder's step model and its first run's
+graph (stream.py), each of one input shape on OpenVINO, compiled once with
+one set of buffers (it keeps buffers for every shape it has run, which
+ruled it out for the slices of varying length a decoder that cannot stream
+still decodes: that one stays on ONNX Runtime, unmeasured). They are
+converted to OpenVINO IR with their 1-D ConvTranspose widened (deconv.py),
+compiled at f32 (and at the lower precision this CPU
 computes natively: bf16 on x86 with AVX512_BF16 or AMX, f16 on ARMv8.2+
 cores with FP16 arithmetic), and run on the same input as ONNX Runtime f32:
 the voice's own front output for a reference passage (reference.py). Each
@@ -16,8 +17,10 @@ match ONNX Runtime's to `F32_MIN_SNR_DB` (the same computation, summed in
 another order); at bf16 or f16 it must sound no further from f32 than Home
 Assistant's MP3 step (listening.py), as SNR cannot tell a trained decoder's
 harmless phase drift from damage. Then a warm-up and the best of three timed
-runs of its first `DECODER_FRAMES` frames. Of the candidates that pass, the
-fastest is chosen. The losers' files are removed from the entry.
+decodes of its first `DECODER_FRAMES` frames as a sentence, in the runs
+each runtime plans (OpenVINO's first run is a chunk; ONNX Runtime's, of any
+length, leaves no padding). Of the candidates that pass, the fastest is
+chosen. The losers' files are removed from the entry.
 
 It never delays a first start: with `--backend auto`, the cache's entry
 starts on ONNX Runtime f32 and this module runs later as its own child
@@ -60,19 +63,21 @@ from .children import die_with
 from .deconv import conv_transposes_need_widening, widen_conv_transposes
 from .entry import (
     DECODER_STEP,
-    DECODER_STEP_PLAIN,
     MANIFEST,
     OPENVINO_CACHE,
+    STEP_PARTS,
     RuntimeChoice,
+    SharedWeights,
     StreamSpec,
     write_manifest,
 )
 from .listening import Distance, log_mel_distance
-from .ort import Session, decode_streaming, open_session
+from .ort import OrtStreamingDecoder, decode_streaming, open_step_model
 from .reference import Reference
 from .request import (
     BACKENDS,
     NO_OPENVINO,
+    ONNXRUNTIME,
     OPENVINO,
     PRECISIONS,
     RuntimeRequest,
@@ -131,47 +136,47 @@ def judge(reference: np.ndarray, audio: np.ndarray, precision: str, sample_rate:
     return Verdict(snr, distance, distance.problem())
 
 
-def best_time(run: Callable[[Session], object], session: Session) -> float:
-    """The best of `TIMED_RUNS` timed runs of `run` on `session`, after a warm-up."""
-    run(session)
+def best_time(run: Callable[[OrtStreamingDecoder], object], decoder: OrtStreamingDecoder) -> float:
+    """The best of `TIMED_RUNS` timed runs of `run` on `decoder`, after a warm-up."""
+    run(decoder)
     best = float("inf")
     for _ in range(TIMED_RUNS):
         began = time.perf_counter()
-        run(session)
+        run(decoder)
         best = min(best, time.perf_counter() - began)
     return best
 
 
 @dataclass(frozen=True)
 class Part:
-    """One model OpenVINO may run: its ONNX Runtime file, its plain graph, one timed pass of it and the
-    decode its audio is judged by."""
+    """The step model and its first run's graph, which OpenVINO may run: their ONNX Runtime files, their
+    plain graphs, one timed pass and the decode their audio is judged by."""
 
-    key: str  # the part in the manifest
-    ort_model: Path
-    graph: bytes  # before ONNX Runtime's optimization (its fused ops are its own)
+    ort_models: dict[str, Path]  # by part in the manifest (STEP_PARTS)
+    graphs: dict[str, bytes]  # before ONNX Runtime's optimization (its fused ops are its own)
+    spec: StreamSpec
+    weights: SharedWeights | None  # the ONNX Runtime files' shared weights
     work: str  # what one timed pass is, for the log
-    frames: int  # the frames one pass decodes, padding included (a step model's runs decode whole chunks)
-    timed: Callable[[Session], object]
-    judged: Callable[[Session], np.ndarray]  # the reference passage's audio
+    timed: Callable[[OrtStreamingDecoder], object]
+    judged: Callable[[OrtStreamingDecoder], np.ndarray]  # the reference passage's audio
     sample_rate: int
-    states: dict[str, str]  # a step model's states, which OpenVINO keeps inside (see openvino.py)
 
 
-def architecture(graph: bytes, threads: int | None) -> str:
-    """What a part's speed depends on: its operators and weight shapes (not their values), the CPU,
-    the runtimes' versions and the threads. The voices of one model family share it."""
-    model = onnx.load_from_string(graph)
+def architecture(graphs: list[bytes], threads: int | None) -> str:
+    """What a part's speed depends on: its graphs' operators and weight shapes (not their values), the
+    CPU, the runtimes' versions and the threads. The voices of one model family share it."""
     digest = hashlib.sha256()
-    for node in model.graph.node:
-        digest.update(node.op_type.encode())
-        for attribute in node.attribute:
-            if attribute.type == onnx.AttributeProto.TENSOR:  # a constant: its shape, not its values
-                digest.update(repr((attribute.name, list(attribute.t.dims), attribute.t.data_type)).encode())
-            else:
-                digest.update(attribute.SerializeToString())
-    for initializer in model.graph.initializer:
-        digest.update(repr((list(initializer.dims), initializer.data_type)).encode())
+    for graph in graphs:
+        model = onnx.load_from_string(graph)
+        for node in model.graph.node:
+            digest.update(node.op_type.encode())
+            for attribute in node.attribute:
+                if attribute.type == onnx.AttributeProto.TENSOR:  # a constant: its shape, not its values
+                    digest.update(repr((attribute.name, list(attribute.t.dims), attribute.t.data_type)).encode())
+                else:
+                    digest.update(attribute.SerializeToString())
+        for initializer in model.graph.initializer:
+            digest.update(repr((list(initializer.dims), initializer.data_type)).encode())
     identity = [cpu_signature(), onnxruntime_version(), openvino_version(), threads]
     digest.update(json.dumps(identity).encode())
     return digest.hexdigest()[:24]
@@ -238,41 +243,43 @@ class Measurer:
             return ["f32", native], ""
         return ["f32"], "no bf16 or f16 tried: this CPU computes neither natively"
 
-    def measure(self, part: Part) -> tuple[RuntimeChoice, str, list[Path]]:
-        """The part's runtime choice, the file the server opens and the files no longer needed."""
-        key = architecture(part.graph, self.request.threads)
+    def measure(self, part: Part) -> tuple[RuntimeChoice, dict[str, str], list[Path]]:
+        """The part's runtime choice, the files the server opens (by part) and the files no longer needed."""
+        key = architecture(list(part.graphs.values()), self.request.threads)
         known = self.timings.get(key)
         verb = "checking" if known else "measuring"
-        self.steps(f"{verb} {part.key} on onnxruntime")
-        session = open_session(part.ort_model, self.request.threads)
-        reference = part.judged(session)
-        times = {ORT_F32: known.get(ORT_F32) or best_time(part.timed, session)}
-        del session
+        self.steps(f"{verb} {DECODER_STEP} on onnxruntime")
+        decoder = open_step_model(part.ort_models, part.spec, self.request.threads, part.weights)
+        reference = part.judged(decoder)
+        times = {ORT_F32: known.get(ORT_F32) or best_time(part.timed, decoder)}
+        work = {ORT_F32: _work(decoder)}
+        del decoder
         snrs: dict[str, float] = {}
         distances: dict[str, list[float]] = {}
         failed: dict[str, str] = {}
         precisions, note = self._precisions()
         blobs: dict[str, set[Path]] = {}
-        ir = self.out / f"{part.key}.xml"
+        irs = {name: self.out / f"{name}.xml" for name in part.graphs}
         if precisions:
             from .openvino import save_ir
 
-            self.steps(f"converting {part.key} for openvino", new_step=False)
-            graph = onnx.load_from_string(part.graph)
-            if conv_transposes_need_widening():
-                widen_conv_transposes(graph)
+            self.steps(f"converting {DECODER_STEP} for openvino", new_step=False)
             try:
-                save_ir(graph.SerializeToString(), ir)
+                for name, graph in part.graphs.items():
+                    model = onnx.load_from_string(graph)
+                    if conv_transposes_need_widening():
+                        widen_conv_transposes(model)
+                    save_ir(model.SerializeToString(), irs[name])
+                    del model
             except Exception as err:  # OpenVINO refuses the graph: ONNX Runtime runs it
                 failed.update({f"{OPENVINO} {p}": f"could not convert: {_first_line(err)}" for p in precisions})
                 precisions = []
-            del graph
         for precision in precisions:
             label = f"{OPENVINO} {precision}"
-            self.steps(f"compiling and {verb} {part.key} on {label}", new_step=False)
+            self.steps(f"compiling and {verb} {DECODER_STEP} on {label}", new_step=False)
             try:
-                times[label], verdict = self._run_openvino(
-                    part, ir, precision, blobs.setdefault(label, set()), known, reference
+                times[label], work[label], verdict = self._run_openvino(
+                    part, irs, precision, blobs.setdefault(label, set()), known, reference
                 )
             except Exception as err:  # a plugin that cannot compile or run it
                 failed[label] = f"could not run: {_first_line(err)}"
@@ -295,7 +302,7 @@ class Measurer:
                 )
         chosen = min(allowed, key=times.__getitem__)
         backend, precision = chosen.split()
-        unused = self._losers(part, chosen, blobs)
+        unused = self._losers(part, irs, chosen, blobs)
         choice = RuntimeChoice(
             backend=backend,
             precision=precision,
@@ -305,30 +312,37 @@ class Measurer:
             failed=failed,
             work=part.work,
             note=note,
-            frames=part.frames,
+            frames=work[chosen],
         )
-        file = part.ort_model.name if chosen == ORT_F32 else f"{part.key}.xml"
-        return choice, file, unused
+        files = part.ort_models if chosen == ORT_F32 else irs
+        return choice, {name: file.name for name, file in files.items()}, unused
 
     def _run_openvino(
-        self, part: Part, ir: Path, precision: str, blobs: set[Path], known: dict[str, float], reference: np.ndarray
-    ) -> tuple[float, Verdict]:
-        """`part` compiled at `precision`: its time (as `known` for its architecture, if it is) and the
-        gate's verdict on its audio against onnxruntime's `reference`. The compiled-model files it added
-        go into `blobs`."""
-        from .openvino import open_compiled
+        self,
+        part: Part,
+        irs: dict[str, Path],
+        precision: str,
+        blobs: set[Path],
+        known: dict[str, float],
+        reference: np.ndarray,
+    ) -> tuple[float, int, Verdict]:
+        """`part` compiled at `precision`: its time (as `known` for its architecture, if it is), the work
+        it timed (`_work`) and the gate's verdict on its audio against onnxruntime's `reference`. The
+        compiled-model files it added go into `blobs`."""
+        from .openvino import open_step_model as open_on_openvino
 
         cache = self.out / OPENVINO_CACHE
         before = set(cache.glob("*"))
-        compiled = open_compiled(ir, precision, self.request.threads, cache, part.states)
+        decoder = open_on_openvino(irs, part.spec, precision, self.request.threads, cache)
         blobs.update(set(cache.glob("*")) - before)
-        verdict = judge(reference, part.judged(compiled), precision, part.sample_rate)
-        seconds = known.get(f"{OPENVINO} {precision}") or best_time(part.timed, compiled)
-        if compiled.precision != precision and not verdict.problem:  # not what it would be chosen (and logged) as
-            verdict = replace(verdict, problem=f"OpenVINO's CPU plugin computes it in {compiled.precision} on this CPU")
-        return seconds, verdict  # then dropped: one compiled model at a time
+        verdict = judge(reference, part.judged(decoder), precision, part.sample_rate)
+        seconds = known.get(f"{OPENVINO} {precision}") or best_time(part.timed, decoder)
+        computed = getattr(decoder.session, "precision", precision)
+        if computed != precision and not verdict.problem:  # not what it would be chosen (and logged) as
+            verdict = replace(verdict, problem=f"OpenVINO's CPU plugin computes it in {computed} on this CPU")
+        return seconds, _work(decoder), verdict  # then dropped: one compiled model at a time
 
-    def _losers(self, part: Part, chosen: str, blobs: dict[str, set[Path]]) -> list[Path]:
+    def _losers(self, part: Part, irs: dict[str, Path], chosen: str, blobs: dict[str, set[Path]]) -> list[Path]:
         """The other runtime's files, which the server never loads: compiled models are removed now
         (the manifest does not list them), the entry's own files returned, to go with the old manifest."""
         for label, files in blobs.items():
@@ -338,29 +352,34 @@ class Measurer:
         with contextlib.suppress(OSError):  # an OpenVINO cache with nothing in it
             (self.out / OPENVINO_CACHE).rmdir()
         if chosen == ORT_F32:
-            return [self.out / f"{part.key}.xml", self.out / f"{part.key}.bin"]
-        return [part.ort_model, part.ort_model.with_name(part.ort_model.name + ".data")]
+            return [file for ir in irs.values() for file in (ir, ir.with_suffix(".bin"))]
+        weights = [part.weights.file] if part.weights is not None else []
+        return [*part.ort_models.values(), *weights]
+
+
+def _work(decoder: OrtStreamingDecoder) -> int:
+    """The frames a timed pass's runs amount to on `decoder` (StreamRun.decoded): what the pacing counts."""
+    return round(sum(run.decoded for run in decoder.plan(DECODER_FRAMES)) / decoder.spec.hop)
 
 
 def _first_line(err: Exception) -> str:
     return (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
 
 
-def step_part(model: Path, graph: bytes, spec: StreamSpec, reference: Reference) -> Part:
-    """The step model (plain `graph`, for ONNX Runtime the file `model`) judged on the whole `reference`
-    latent and timed on its first `DECODER_FRAMES` frames, chunk by chunk, flush included."""
+def step_part(entry: Path, spec: StreamSpec, weights: SharedWeights | None, reference: Reference) -> Part:
+    """The entry's step model (its ONNX Runtime files and plain graphs) judged on the whole `reference`
+    latent and timed on its first `DECODER_FRAMES` frames, run by run as a sentence runs."""
     z, g = reference.z, reference.g
     timed = np.tile(z, (1, 1, -(-DECODER_FRAMES // z.shape[2])))[:, :, :DECODER_FRAMES]
     return Part(
-        DECODER_STEP,
-        model,
-        graph,
-        f"{DECODER_FRAMES} frames ({spec.runs(DECODER_FRAMES)} runs of {spec.chunk_frames})",
-        spec.runs(DECODER_FRAMES) * spec.chunk_frames,
-        lambda session: decode_streaming(session, spec, timed, g),
-        lambda session: decode_streaming(session, spec, z, g),
+        {name: entry / f"{name}.onnx" for name in STEP_PARTS},
+        {name: (entry / plain).read_bytes() for name, plain in STEP_PARTS.items()},
+        spec,
+        weights,
+        f"{DECODER_FRAMES} frames",
+        lambda decoder: decode_streaming(decoder, timed, g),
+        lambda decoder: decode_streaming(decoder, z, g),
         reference.sample_rate,
-        spec.state_pairs(),
     )
 
 
@@ -370,14 +389,17 @@ def choose_decoder_runtime(
     """Measure the step model of the unmeasured `entry` on `reference` and record the choice in its
     `manifest` (not yet written); returns the entry's files the new manifest no longer needs (see
     `entry.write_manifest`)."""
-    plain = entry / DECODER_STEP_PLAIN
     spec = StreamSpec.from_json(dict(manifest["stream"]))  # a copy: from_json takes it apart
-    part = step_part(entry / f"{DECODER_STEP}.onnx", plain.read_bytes(), spec, reference)
-    choice, file, unused = Measurer(request, entry, steps).measure(part)
+    raw = manifest.get("shared_weights")
+    sizes = {path.name: path.stat().st_size for path in entry.iterdir() if path.is_file()}
+    weights = SharedWeights.from_json(dict(raw), entry, sizes) if raw is not None else None
+    choice, files, unused = Measurer(request, entry, steps).measure(step_part(entry, spec, weights, reference))
     manifest["runtimes"] = {DECODER_STEP: asdict(choice)}
-    manifest["parts"][DECODER_STEP] = file
+    manifest["parts"].update(files)
+    if choice.backend != ONNXRUNTIME:
+        manifest.pop("shared_weights", None)
     del manifest["unmeasured"]
-    return [*unused, plain]
+    return [*unused, *(entry / plain for plain in STEP_PARTS.values())]
 
 
 def _in_the_background(parent: int) -> None:

@@ -56,16 +56,23 @@ class Decoder(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class StreamRun:
+    """One run of a streaming decoder: the latent's frames it reads (padding included), the samples of the
+    sentence's audio it yields, and the samples its work amounts to (a chunk's; a sentence's first run's
+    less the decoder's delay, which it skips), by which the pacing times the runs to come."""
+
+    frames: int
+    audio: int
+    decoded: int
+
+
 class StreamingDecoder(Protocol):
-    """The HiFi-GAN decoder as a step model: a fixed chunk of frames per run, its state carried between runs."""
+    """The HiFi-GAN decoder as a step model: a sentence's first run, then a fixed chunk of frames per run,
+    its state carried between runs."""
 
-    @property
-    def chunk_frames(self) -> int:
-        """Frames of z each run decodes, whatever part of them is padding."""
-        ...
-
-    def runs(self, frames: int) -> int:
-        """Runs a latent of `frames` takes: its frames, then zero chunks until its last sample is out."""
+    def plan(self, frames: int) -> list[StreamRun]:
+        """The runs a latent of `frames` takes, one piece of audio each."""
         ...
 
     def decode(self, z: np.ndarray, g: np.ndarray) -> Iterator[np.ndarray]:

@@ -20,7 +20,9 @@ import numpy as np
 import openvino as ov
 from openvino.passes import MakeStateful, Manager
 
+from .entry import DECODER_FIRST, DECODER_STEP, StreamSpec
 from .memory import keep_track, page_out_mapped_files
+from .ort import OrtStreamingDecoder
 
 # One core object per process: it holds the plugin and its thread pool.
 _CORE: ov.Core | None = None
@@ -48,18 +50,23 @@ def compile_config(precision: str, threads: int | None, cache_dir: Path) -> dict
 
 
 class OvSession:
-    """A compiled model called like an ONNX Runtime session: `run(output_names, feeds)`."""
+    """A compiled model called like an ONNX Runtime session: `run(output_names, feeds)`; `states` (input
+    name: output name) are those it keeps inside."""
 
-    def __init__(self, compiled: ov.CompiledModel) -> None:
+    def __init__(self, compiled: ov.CompiledModel, states: Mapping[str, str] | None = None) -> None:
         self._compiled = compiled
         self._request = compiled.create_infer_request()
+        self._states = dict(states or {})
         # What the plugin really computes in: it may fall back to f32 where a lower precision is not supported.
         self.precision = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
         keep_track(self)
 
-    def reset_states(self) -> None:
-        """Zero the states a stateful model keeps between runs (a step model's, before each sentence)."""
-        self._request.reset_state()
+    def load_states(self, values: Mapping[str, np.ndarray]) -> None:
+        """Start the states it keeps from `values` (by input name): what a sentence's first run left."""
+        # MakeStateful names each state by its input's and its output's names.
+        kept = {state.name: state for state in self._request.query_state()}
+        for name, value in values.items():
+            kept[name + self._states[name]].state = ov.Tensor(np.ascontiguousarray(value))
 
     def release_memory(self) -> None:
         """Free the intermediate buffers the largest input so far left allocated (see memory.py)."""
@@ -74,10 +81,16 @@ class OvSession:
 
 
 def open_compiled(
-    model: Path, precision: str, threads: int | None, cache_dir: Path, states: Mapping[str, str] | None = None
+    model: Path,
+    precision: str,
+    threads: int | None,
+    cache_dir: Path,
+    states: Mapping[str, str] | None = None,
+    lengths: Mapping[str, int] | None = None,
 ) -> OvSession:
     """The OpenVINO IR at `model` compiled for this CPU at `precision` ("f32", "bf16" or "f16"); `states`
-    (input name: output name) are kept inside it between runs, neither fed nor returned."""
+    (input name: output name) are kept inside it between runs, neither fed nor returned; `lengths` give
+    inputs of a free length one length along time."""
     if precision not in ("f32", "bf16", "f16"):
         raise ValueError(f"OpenVINO precision must be f32, bf16 or f16, not {precision!r}")
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -85,14 +98,32 @@ def open_compiled(
     # by its content, so what the cache's child compiled in its work folder
     # is found again after that folder became the entry.
     graph = core().read_model(str(model))
+    for name, length in (lengths or {}).items():
+        shape = graph.input(name).get_partial_shape()
+        shape[len(shape) - 1] = length
+        graph.reshape({name: shape})
     if states:
         passes = Manager()
         passes.register_pass(MakeStateful(dict(states)))
         passes.run_passes(graph)
-    session = OvSession(core().compile_model(graph, "CPU", compile_config(precision, threads, cache_dir)))
+    session = OvSession(core().compile_model(graph, "CPU", compile_config(precision, threads, cache_dir)), states)
     if session.precision != "f32":  # the weights were converted: the mapped compiled model is not read again
         page_out_mapped_files(cache_dir)
     return session
+
+
+def open_step_model(
+    parts: Mapping[str, Path], spec: StreamSpec, precision: str, threads: int | None, cache_dir: Path
+) -> OrtStreamingDecoder:
+    """A step model and its first run's graph (their IR among `parts`) on OpenVINO, the step model's states
+    kept inside. The first run is compiled for a chunk's length only: OpenVINO keeps buffers for every
+    shape a model has run, and two shapes stay bounded."""
+    return OrtStreamingDecoder(
+        open_compiled(parts[DECODER_FIRST], precision, threads, cache_dir, lengths={spec.latent: spec.chunk_frames}),
+        open_compiled(parts[DECODER_STEP], precision, threads, cache_dir, spec.state_pairs()),
+        spec,
+        first_frames=spec.chunk_frames,
+    )
 
 
 def save_ir(onnx_model: bytes, out: Path) -> None:

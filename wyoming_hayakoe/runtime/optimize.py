@@ -33,12 +33,15 @@ from .cache import runtime_identity
 from .children import die_with
 from .entry import (
     DECODER,
+    DECODER_FIRST,
     DECODER_STEP,
-    DECODER_STEP_PLAIN,
     DURATION_PREDICTOR,
     FRONT,
+    STEP_PARTS,
     WHOLE,
     RuntimeChoice,
+    SharedTensor,
+    SharedWeights,
     write_manifest,
 )
 from .measure import Steps, choose_decoder_runtime, openvino_missing
@@ -51,6 +54,7 @@ from .split import SplitSynthesizer
 # so a graph it misreads falls back to slices instead of sounding wrong.
 STREAM_MIN_SNR_DB = 100.0
 DEFAULT_SAMPLE_RATE = 44100  # JP-Extra's, where a config does not say
+_ALIGNMENT = 64  # bytes: ONNX Runtime's CPU allocator's
 # Why a decoder that cannot stream is never measured: OpenVINO keeps buffers for every input
 # shape it has run, and slices come in many lengths (some 57 MB more per length, full-size).
 SLICES_ON_ONNXRUNTIME = (
@@ -59,8 +63,10 @@ SLICES_ON_ONNXRUNTIME = (
 
 
 def _stream_into(halves: SplitSynthesizer, out: Path, manifest: dict[str, Any]) -> None:
-    """The decoder's step model (stream.py), checked against a whole decode, into the entry; or why not."""
-    from .stream import Unstreamable, exactness, to_step_model
+    """The decoder's step model and its first run's graph (stream.py), checked against a whole decode,
+    into the entry, with their weights in one file; or why not."""
+    from .stream import Unstreamable, to_step_model
+    from .stream_check import exactness
 
     try:
         step = to_step_model(halves.decoder, halves.latent, halves.speaker)
@@ -73,10 +79,58 @@ def _stream_into(halves: SplitSynthesizer, out: Path, manifest: dict[str, Any]) 
     except Exception as err:  # a graph the rewrite misread so that no runtime takes it
         manifest["no_stream_reason"] = f"the rewritten decoder does not run: {str(err).strip()[:300]}"
         return
-    _optimize(step.graph, out / f"{DECODER_STEP}.onnx")
-    (out / DECODER_STEP_PLAIN).write_bytes(step.graph)
-    manifest["parts"][DECODER_STEP] = f"{DECODER_STEP}.onnx"
+    for part, graph in ((DECODER_STEP, step.graph), (DECODER_FIRST, step.first)):
+        _optimize(graph, out / f"{part}.onnx")
+        (out / STEP_PARTS[part]).write_bytes(graph)
+        manifest["parts"][part] = f"{part}.onnx"
+    manifest["shared_weights"] = _share_weights(out, DECODER_STEP, DECODER_FIRST).to_json()
     manifest["stream"] = asdict(step.spec)
+
+
+def _share_weights(out: Path, owner: str, other: str) -> SharedWeights:
+    """`other`'s graph made to read the weights it has in common with `owner`'s from `owner`'s weights file
+    (its own file removed, anything else kept inside the graph), and where in that file each graph's
+    weights lie: ONNX Runtime would map each graph's weights apart, and count them twice."""
+    import onnx
+    from onnx.external_data_helper import ExternalDataInfo
+
+    data = out / f"{owner}.onnx.data"
+    content = data.read_bytes()
+
+    def external(model: onnx.ModelProto, folder: Path) -> list[tuple[onnx.TensorProto, bytes]]:
+        tensors = []
+        for tensor in model.graph.initializer:
+            if tensor.data_location == onnx.TensorProto.EXTERNAL:
+                info = ExternalDataInfo(tensor)
+                raw = content if info.location == data.name else (folder / info.location).read_bytes()
+                offset = info.offset or 0
+                tensors.append((tensor, raw[offset : offset + (info.length or len(raw) - offset)]))
+        return tensors
+
+    graphs = {part: onnx.load(str(out / f"{part}.onnx"), load_external_data=False) for part in (owner, other)}
+    at = {raw: ExternalDataInfo(tensor).offset or 0 for tensor, raw in external(graphs[owner], out)}
+    moved = external(graphs[other], out)
+    for tensor, raw in moved:
+        del tensor.external_data[:]
+        if raw in at:
+            entries = {"location": data.name, "offset": str(at[raw]), "length": str(len(raw))}
+            tensor.external_data.extend(onnx.StringStringEntryProto(key=k, value=v) for k, v in entries.items())
+        else:
+            tensor.data_location = onnx.TensorProto.DEFAULT
+            tensor.raw_data = raw
+    onnx.save(graphs[other], str(out / f"{other}.onnx"))
+    (out / f"{other}.onnx.data").unlink(missing_ok=True)
+    tensors = {
+        part: tuple(
+            SharedTensor(t.name, str(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)), tuple(t.dims), offset)
+            for t in model.graph.initializer
+            if t.data_location == onnx.TensorProto.EXTERNAL
+            and (info := ExternalDataInfo(t)).location == data.name
+            and (offset := info.offset or 0) % _ALIGNMENT == 0  # as ONNX Runtime aligns a copy it makes
+        )
+        for part, model in graphs.items()
+    }
+    return SharedWeights(data, tensors)
 
 
 def _optimize(model: Path | bytes, out: Path) -> None:
@@ -177,7 +231,7 @@ def _prepare_into(source: Path, out: Path, split: bool, request: RuntimeRequest 
             manifest["runtimes"] = {DECODER: asdict(RuntimeChoice(note=SLICES_ON_ONNXRUNTIME))}
         elif choosing:
             manifest["unmeasured"] = True
-    unused = [out / DECODER_STEP_PLAIN] if "unmeasured" not in manifest else []  # what OpenVINO converts
+    unused = [out / plain for plain in STEP_PARTS.values()] if "unmeasured" not in manifest else []  # for OpenVINO
     if measuring_now is not None and "unmeasured" in manifest:
         data = config.get("data")
         rate = int(data.get("sampling_rate", DEFAULT_SAMPLE_RATE)) if isinstance(data, dict) else DEFAULT_SAMPLE_RATE

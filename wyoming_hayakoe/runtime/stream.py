@@ -25,9 +25,20 @@ biases made of nothing. So every Conv and ConvTranspose input is multiplied
 by a mask, 1 where the position (stream index less the tensor's delay) lies
 in the sentence, computed in the graph from two more inputs: the chunk's
 first frame and the sentence's frames. The runs go on with zero chunks until
-the sentence's last sample is out; the first `delay` samples are dropped
-(ort.OrtStreamingDecoder). The audio is then the whole decode's, to float
-rounding.
+the sentence's last sample is out. The audio is then the whole decode's, to
+float rounding.
+
+A sentence's first run is a graph of its own (`first=True`), of any number
+of frames: each tensor starts at the sentence's first sample, so nothing
+before it is computed, the delay included. A step model's first run would
+compute every tensor from the stream's start: `delay` samples before the
+sentence at the audio's rate, nearly as many frames at every rate of the
+upsampling, where the decoder does most of its work; some 11 frames' worth
+on HayaKoe's decoder, all thrown away. That run has no states in: where a
+step model puts the previous run's last samples, it pads the convolutions
+with the whole decode's zeros, and it hands on the states a step model
+takes. Its length is free, so the plan (entry.StreamSpec.plan) makes the
+last run end at the sentence's last sample: no chunk is padded either.
 
 Anything else on a time tensor (a reshape, a slice, padding...) is refused
 with the reason (Unstreamable): that decoder keeps the overlapping slices.
@@ -41,22 +52,20 @@ from typing import Any
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 from .entry import StreamSpec
-from .ort import OrtDecoder, decode_streaming
 
-# Frames of the latent per run. The first run's audio is what it decodes less
-# the delay (some 13 frames on HayaKoe's decoder), and every sentence ends
-# with a run that is partly padding (half a chunk, on average, past the
-# delay); per-run overhead (several hundred small operations) wants it long.
-# 32 frames (0.37 s at 44.1 kHz) gives a first piece of some 19 frames, and
-# a decoder at under 0.6 s per second of audio keeps ahead of playback from it.
+# Frames of the latent per run after a sentence's first (whose length the
+# plan chooses, entry.StreamSpec.plan). Per-run overhead (several hundred
+# small operations) wants it long; 32 frames (0.37 s at 44.1 kHz): a decoder
+# at under 0.6 s per second of audio keeps ahead of playback from the first
+# piece on.
 CHUNK_FRAMES = 32
 START = "stream_start"
 FRAMES = "stream_frames"
 _TIME_AXIS = -1
+_TO_THE_END = 2**62  # a Slice's end past any tensor's
 _ELEMENTWISE = {
     # unary, or broadcast with tensors that do not run along time
     "Abs", "Clip", "Cos", "Elu", "Erf", "Exp", "Gelu", "HardSigmoid", "Identity", "LeakyRelu", "Neg", "PRelu",
@@ -72,9 +81,11 @@ class Unstreamable(ValueError):
 
 @dataclass(frozen=True)
 class StepModel:
-    """The step model's plain ONNX graph (not yet optimized by any runtime) and how to run it."""
+    """The step model's plain ONNX graphs (not yet optimized by any runtime) and how to run them: `graph`
+    runs a chunk with the states, `first` a sentence's first run, of any length, without them."""
 
     graph: bytes
+    first: bytes
     spec: StreamSpec
 
 
@@ -97,11 +108,17 @@ def _ints(node: onnx.NodeProto, name: str, default: list[int]) -> list[int]:
 
 
 class _Rewrite:
-    """One pass over the decoder's nodes, in order, into the step model's."""
+    """One pass over the decoder's nodes, in order, into the step model's (`first`: the first run's).
 
-    def __init__(self, decoder: onnx.ModelProto, latent: str, speaker: str, chunk_frames: int) -> None:
+    In a step model a tensor at `rate` holds chunk·rate samples of the
+    stream; in the first run's graph it starts at the sentence's first
+    sample, so it is its `delay` samples shorter, whatever the chunk's length.
+    """
+
+    def __init__(self, decoder: onnx.ModelProto, latent: str, speaker: str, chunk_frames: int, first: bool) -> None:
         self.model = decoder
         self.chunk = chunk_frames
+        self.first = first
         self.latent, self.speaker = latent, speaker
         inferred = onnx.shape_inference.infer_shapes(decoder)
         self.shapes: dict[str, list[int | None]] = {}
@@ -137,18 +154,23 @@ class _Rewrite:
     def _int(self, value: int) -> str:
         return self._constant(np.array([value], dtype=np.int64), "int")
 
-    def _slice(self, tensor: str, start: int, end: int, out: str | None = None) -> str:
-        """Samples [start, end) of `tensor` along time, into `out` if given (a state's output)."""
+    def _slice(self, tensor: str, start: int, end: int | None, out: str | None = None) -> str:
+        """Samples [start, end) of `tensor` along time (negative: from its end; None: to its end), into
+        `out` if given (a state's output)."""
         out = out or self._name("slice")
-        inputs = [tensor, self._int(start), self._int(end), self._int(_TIME_AXIS)]
+        inputs = [tensor, self._int(start), self._int(_TO_THE_END if end is None else end), self._int(_TIME_AXIS)]
         self.nodes.append(helper.make_node("Slice", inputs, [out], name=out))
         return out
 
-    def _state(self, channels: int, length: int, new_value: str, what: str) -> str:
-        """A state input of [1, channels, length]; `new_value` (the same shape) is its output for the next run."""
-        name = self._name(what)
+    def _state(self, channels: int, length: int, what: str) -> tuple[str, str]:
+        """A state of [1, channels, length]: what a run reads (in a step model its input, in the first run's
+        graph zeros, the whole decode's padding) and the name of its output for the next run."""
+        number = len(self.states)
+        name, new_value = f"stream/{what}_state_{number}", f"stream/{what}_state_{number}_next"
         self.states.append((name, new_value, (1, channels, length)))
-        return name
+        if self.first:
+            return self._constant(np.zeros((1, channels, length), dtype=np.float32), "zeros"), new_value
+        return name, new_value
 
     def _channels(self, tensor: str, node: onnx.NodeProto) -> int:
         """The channels of a [1, C, time] tensor `node` reads: inferred, or else a convolution's weights tell."""
@@ -167,50 +189,69 @@ class _Rewrite:
             return channels
         raise Unstreamable(f"the channels of {tensor!r} (read by {node.op_type} {node.name!r}) are not known")
 
-    def _chunk_length(self, rate: int) -> int:
-        return self.chunk * rate
-
     def _mask(self, timed: _Timed) -> str:
-        """float [1, 1, chunk·rate]: 1 where this run's stream positions, less the delay, lie in the sentence
+        """float [1, 1, samples]: 1 where this run's stream positions, less the delay, lie in the sentence
         (made by `_mask_nodes` once the delays are known)."""
         return self._masks.setdefault((timed.rate, timed.delay), self._name("mask"))
 
     def _mask_nodes(self) -> list[onnx.NodeProto]:
         """The masks: per rate, whether each position of a window reaching back the largest delay lies in
-        the sentence, and each mask the slice of it its delay falls on. They read only the inputs."""
+        the sentence, and each mask the slice of it its delay falls on. They read only the inputs.
+
+        In the first run's graph every tensor starts at the sentence's first sample: its window holds the
+        positions from 0 on, as many as the chunk has, and a tensor's mask is it less its delay's."""
         walk, self.nodes = self.nodes, []
         for rate in sorted({rate for rate, _ in self._masks}):
             delays = {delay: mask for (r, delay), mask in self._masks.items() if r == rate}
-            reach, length = max(delays), self._chunk_length(rate)
-            first = self._node("Sub", [self._node("Mul", [START, self._int(rate)], "first"), self._int(reach)], "reach")
+            reach = 0 if self.first else max(delays)
             # Of the rank of the tensors it masks: with a 1-D mask OpenVINO ran every masking in the
             # channels-first layout and reordered around each convolution (a third of a bf16 run).
-            steps = self._constant(np.arange(length + reach, dtype=np.int64).reshape(1, 1, -1), "steps")
-            positions = self._node("Add", [first, steps], "positions")
-            before = self._node("Less", [positions, self._int(0)], "before")
+            if self.first:
+                frames = self._node("Gather", [self._node("Shape", [self.latent], "shape"), self._index(2)], "frames")
+                samples = self._node("Mul", [frames, self._index(rate)], "samples")
+                positions = self._node("Range", [self._index(0), samples, self._index(1)], "range")
+                positions = self._node("Reshape", [positions, self._constant(np.array([1, 1, -1]), "3d")], "steps")
+            else:
+                steps = np.arange(self.chunk * rate + reach, dtype=np.int64).reshape(1, 1, -1)
+                first = self._node("Mul", [START, self._int(rate)], "first")
+                first = self._node("Sub", [first, self._int(reach)], "reach")
+                positions = self._node("Add", [first, self._constant(steps, "steps")], "positions")
             end = self._node("Mul", [FRAMES, self._int(rate)], "end")
-            inside = self._node(
-                "And", [self._node("Not", [before], "not_before"), self._node("Less", [positions, end], "until")], "in"
-            )
+            inside = self._node("Less", [positions, end], "until")
+            if not self.first:
+                before = self._node("Less", [positions, self._int(0)], "before")
+                inside = self._node("And", [self._node("Not", [before], "not_before"), inside], "in")
             window = self._node("Cast", [inside], "window", to=TensorProto.FLOAT)
             for delay, mask in delays.items():
-                self._slice(window, reach - delay, reach - delay + length, mask)
+                if self.first:
+                    self._slice(window, 0, -delay if delay else None, mask)
+                else:
+                    self._slice(window, reach - delay, reach - delay + self.chunk * rate, mask)
         masks, self.nodes = self.nodes, walk
         return masks
 
+    def _index(self, value: int) -> str:
+        """An int64 scalar (Range and Gather take them)."""
+        return self._constant(np.array(value, dtype=np.int64), "index")
+
     def _masked(self, tensor: str) -> str:
         return self._node("Mul", [tensor, self._mask(self.timed[tensor])], "masked")
+
+    def _joined(self, tensor: str, channels: int, samples: int, what: str) -> str:
+        """`tensor` after the last `samples` samples the stream had before it, which become a state: the
+        previous run's (in the first run, the zeros before the sentence); its own last ones go on."""
+        state, new_value = self._state(channels, samples, what)
+        joined = self._node("Concat", [state, tensor], f"{what}_joined", axis=_TIME_AXIS)
+        self._slice(joined, -samples, None, new_value)
+        return joined
 
     def _delay(self, tensor: str, samples: int, node: onnx.NodeProto) -> str:
         """`tensor` later by `samples` (a buffer of the previous runs' last samples)."""
         key = (tensor, samples)
         if key not in self._delayed:
-            length = self._chunk_length(self.timed[tensor].rate)
-            state_out = self._name("delay_state")
-            state = self._state(self._channels(tensor, node), samples, state_out, "delay")
-            joined = self._node("Concat", [state, tensor], "delay_joined", axis=_TIME_AXIS)
-            self._slice(joined, length, length + samples, state_out)
-            delayed = self._slice(joined, 0, length)
+            joined = self._joined(tensor, self._channels(tensor, node), samples, "delay")
+            # In the first run the later tensor starts at the sentence too: `samples` shorter, not shifted.
+            delayed = self._slice(tensor if self.first else joined, 0, -samples)
             self.timed[delayed] = _Timed(self.timed[tensor].rate, self.timed[tensor].delay + samples)
             self._delayed[key] = delayed
         return self._delayed[key]
@@ -253,16 +294,15 @@ class _Rewrite:
             raise Unstreamable(f"Conv {node.name!r} changes the length (stride {stride}, pads {left}+{right})")
         source = node.input[0]
         timed = self.timed[source]
-        conv_input = self._masked(source)
-        if context:
-            state_out = self._name("conv_state")
-            state = self._state(self._channels(source, node), context, state_out, "conv")
-            conv_input = self._node("Concat", [state, conv_input], "conv_joined", axis=_TIME_AXIS)
-            length = self._chunk_length(timed.rate)
-            self._slice(conv_input, length, length + context, state_out)  # the last `context` samples
+        conv_input, pads = self._masked(source), [0, 0]
+        if context and self.first:  # the sentence's start padded with zeros, as a whole decode pads it
+            self._joined(conv_input, self._channels(source, node), context, "conv")
+            pads = [left, 0]
+        elif context:
+            conv_input = self._joined(conv_input, self._channels(source, node), context, "conv")
         conv = helper.make_node("Conv", [conv_input, *node.input[1:]], list(node.output), name=node.name)
         conv.attribute.extend(a for a in node.attribute if a.name != "pads")
-        conv.attribute.append(helper.make_attribute("pads", [0, 0]))
+        conv.attribute.append(helper.make_attribute("pads", pads))
         self.nodes.append(conv)
         self.timed[node.output[0]] = _Timed(timed.rate, timed.delay + right)
 
@@ -278,16 +318,14 @@ class _Rewrite:
         conv_input = self._masked(source)
         context = (kernel - 1) // stride  # earlier input samples that still reach this run's output
         if context:
-            state_out = self._name("upsample_state")
-            state = self._state(self._channels(source, node), context, state_out, "upsample")
-            conv_input = self._node("Concat", [state, conv_input], "upsample_joined", axis=_TIME_AXIS)
-            length = self._chunk_length(timed.rate)
-            self._slice(conv_input, length, length + context, state_out)
+            conv_input = self._joined(conv_input, self._channels(source, node), context, "upsample")
         conv = helper.make_node("ConvTranspose", [conv_input, *node.input[1:]], list(node.output), name=node.name)
         kept = ("kernel_shape", "strides", "dilations", "group")
         conv.attribute.extend(a for a in node.attribute if a.name in kept)
-        # Cropped to this run's stride x chunk samples: the context's own start, and what spills past the chunk.
-        conv.attribute.append(helper.make_attribute("pads", [context * stride, kernel - stride]))
+        # Cropped to this run's stride x chunk samples: the context's own start, and what spills past the
+        # chunk; in the first run, also what falls before the sentence.
+        pads = [context * stride + (left if self.first else 0), kernel - stride]
+        conv.attribute.append(helper.make_attribute("pads", pads))
         self.nodes.append(conv)
         self.timed[node.output[0]] = _Timed(timed.rate * stride, timed.delay * stride + left)
 
@@ -319,20 +357,22 @@ class _Rewrite:
             self._channels(name, next(node for node in self.model.graph.node if name in node.input))
             for name in (self.latent, self.speaker)
         )
+        frames, samples = ("frames", "samples") if self.first else (self.chunk, self.chunk * out.rate)
         inputs = [
-            helper.make_tensor_value_info(self.latent, TensorProto.FLOAT, [1, latent_channels, self.chunk]),
+            helper.make_tensor_value_info(self.latent, TensorProto.FLOAT, [1, latent_channels, frames]),
             helper.make_tensor_value_info(self.speaker, TensorProto.FLOAT, [1, speaker_channels, 1]),
-            helper.make_tensor_value_info(START, TensorProto.INT64, [1]),
             helper.make_tensor_value_info(FRAMES, TensorProto.INT64, [1]),
-            *(helper.make_tensor_value_info(i, TensorProto.FLOAT, list(shape)) for i, _, shape in self.states),
         ]
+        if not self.first:  # where the chunk starts, and what the previous run left
+            inputs.append(helper.make_tensor_value_info(START, TensorProto.INT64, [1]))
+            inputs += [helper.make_tensor_value_info(i, TensorProto.FLOAT, list(shape)) for i, _, shape in self.states]
         outputs = [
-            helper.make_tensor_value_info(audio, TensorProto.FLOAT, [1, 1, self.chunk * out.rate]),
+            helper.make_tensor_value_info(audio, TensorProto.FLOAT, [1, 1, samples]),
             *(helper.make_tensor_value_info(o, TensorProto.FLOAT, list(shape)) for _, o, shape in self.states),
         ]
         graph = helper.make_graph(
             [*self._mask_nodes(), *self.nodes],
-            "decoder_step",
+            "decoder_first" if self.first else "decoder_step",
             inputs,
             outputs,
             initializer=[*self.model.graph.initializer, *self.constants],
@@ -357,54 +397,31 @@ def _opset(model: onnx.ModelProto) -> int:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
 
 
+def _rewritten(
+    model: onnx.ModelProto, latent: str, speaker: str, chunk_frames: int, first: bool
+) -> tuple[onnx.ModelProto, StreamSpec]:
+    rewrite = _Rewrite(model, latent, speaker, chunk_frames, first)
+    rewrite.run()
+    return rewrite.model_proto()
+
+
 def to_step_model(
     decoder: onnx.ModelProto | bytes, latent: str, speaker: str, chunk_frames: int = CHUNK_FRAMES
 ) -> StepModel:
     """The step model of a split decoder (split.py: inputs `latent` [1, C, frames] and `speaker` [1, G, 1],
-    output the audio); Unstreamable with the reason when it cannot be rewritten exactly.
+    output the audio) and its first run's graph; Unstreamable with the reason when it cannot be rewritten
+    exactly.
 
     A chunk shorter than the decoder's delay is lengthened to just over it,
-    so every run but a short sentence's flush yields audio.
+    so every run yields audio.
     """
     model = onnx.load_from_string(decoder) if isinstance(decoder, bytes) else decoder
     if _opset(model) < 11:
         raise Unstreamable(f"opset {_opset(model)} is older than 11")
-    rewrite = _Rewrite(model, latent, speaker, chunk_frames)
-    rewrite.run()
-    step, spec = rewrite.model_proto()
+    step, spec = _rewritten(model, latent, speaker, chunk_frames, first=False)
     if spec.delay >= spec.chunk_frames * spec.hop:
         return to_step_model(model, latent, speaker, spec.delay // spec.hop + 1)
-    onnx.checker.check_model(step)
-    return StepModel(step.SerializeToString(), spec)
-
-
-def _session(model: bytes) -> ort.InferenceSession:
-    """All cores: the check is on the way to a first start, with nothing else running."""
-    return ort.InferenceSession(model, providers=["CPUExecutionProvider"])
-
-
-def exactness(decoder: bytes, step: StepModel, frames: int | None = None, tail_frames: int = 2) -> tuple[float, float]:
-    """SNR in dB of the step model's audio against the whole decode's (ONNX Runtime, f32) of a random
-    latent of `frames`: over the whole sentence, and over its last `tail_frames` frames.
-
-    The default, a frame short of two chunks, crosses the start, two runs' boundaries and a last run
-    of padding alone (the decoder's delay is over a frame), at little cost on a slow first start.
-    """
-    from .measure import snr_db
-
-    spec = step.spec
-    declared = {i.name: i for i in onnx.load_from_string(step.graph).graph.input}
-
-    def channels(name: str) -> int:
-        return int(declared[name].type.tensor_type.shape.dim[1].dim_value)
-
-    rng = np.random.default_rng(0)
-    length = frames or 2 * spec.chunk_frames - 1
-    z = rng.standard_normal((1, channels(spec.latent), length)).astype(np.float32)
-    g = rng.standard_normal((1, channels(spec.speaker), 1)).astype(np.float32)
-    whole = OrtDecoder(_session(decoder), spec.latent, spec.speaker).decode(z, g)
-    streamed = decode_streaming(_session(step.graph), spec, z, g)
-    if streamed.shape != whole.shape:
-        raise Unstreamable(f"its audio has {streamed.size} samples where a whole decode has {whole.size}")
-    tail = tail_frames * spec.hop
-    return snr_db(whole, streamed), snr_db(whole[-tail:], streamed[-tail:])
+    first, _ = _rewritten(model, latent, speaker, spec.chunk_frames, first=True)
+    for graph in (step, first):
+        onnx.checker.check_model(graph)
+    return StepModel(step.SerializeToString(), first.SerializeToString(), spec)
