@@ -95,15 +95,16 @@ def _share_weights(out: Path, owner: str, other: str) -> SharedWeights:
     from onnx.external_data_helper import ExternalDataInfo
 
     data = out / f"{owner}.onnx.data"
-    content = data.read_bytes()
+    files: dict[str, bytes] = {}  # each weights file read once (hundreds of tensors lie in one)
 
     def external(model: onnx.ModelProto, folder: Path) -> list[tuple[onnx.TensorProto, bytes]]:
         tensors = []
         for tensor in model.graph.initializer:
             if tensor.data_location == onnx.TensorProto.EXTERNAL:
                 info = ExternalDataInfo(tensor)
-                raw = content if info.location == data.name else (folder / info.location).read_bytes()
-                offset = info.offset or 0
+                if info.location not in files:
+                    files[info.location] = (folder / info.location).read_bytes()
+                raw, offset = files[info.location], info.offset or 0
                 tensors.append((tensor, raw[offset : offset + (info.length or len(raw) - offset)]))
         return tensors
 
