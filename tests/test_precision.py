@@ -26,7 +26,7 @@ from wyoming_hayakoe.runtime import listening, measure
 from wyoming_hayakoe.runtime.entry import DECODER_STEP, STEP_PARTS, RuntimeChoice
 from wyoming_hayakoe.runtime.ort import decode_streaming
 from wyoming_hayakoe.runtime.reference import Reference
-from wyoming_hayakoe.runtime.request import RuntimeRequest
+from wyoming_hayakoe.runtime.request import RuntimeRequest, native_lower_precision
 from wyoming_hayakoe.runtime.stream import StepModel, to_step_model
 
 # A greeting and a statement with numbers, a question and an exclamation, as the server's reference passage.
@@ -128,6 +128,23 @@ def test_bf16_and_f16_pass_the_gate_and_pesq_agrees(
     print(f"{variant}: {verdict}, PESQ {score:.2f}; MP3 V0: {mp3[0]}, PESQ {mp3[1]:.2f}")
     assert verdict.snr_db is not None and (verdict.snr_db < 38.0) is refused_by_snr  # apart by SNR...
     assert not verdict.problem, verdict  # ...but not by ear
+    assert score >= mp3[1]
+
+
+@pytest.mark.skipif(native_lower_precision() is None, reason="this CPU computes neither bf16 nor f16 natively")
+def test_openvinos_own_lower_precision_passes_the_gate_on_a_cpu_that_computes_it(
+    trained: Trained, step: StepModel, passage: np.ndarray, f32: np.ndarray, mp3
+) -> None:
+    """Where the CPU computes bf16 (AVX512_BF16, AMX) or f16 (ARMv8.2) itself, OpenVINO's real lower precision,
+    opened as the server opens it, passes the gate as its emulation does, and PESQ agrees."""
+    precision = native_lower_precision()
+    assert precision is not None
+    audio = decode_streaming(lower_precision.openvino_step_model(step, precision), passage, speaker())
+    verdict = measure.judge(f32, audio, precision, trained.sample_rate)
+    score = lower_precision.pesq_wb(f32, audio, trained.sample_rate)
+    print(f"OpenVINO {precision}: {verdict}, PESQ {score:.2f}; MP3 V0: {mp3[0]}, PESQ {mp3[1]:.2f}")
+    assert verdict.snr_db is not None and verdict.snr_db < 60.0  # computed at the lower precision, not f32
+    assert not verdict.problem, verdict
     assert score >= mp3[1]
 
 

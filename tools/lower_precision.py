@@ -306,8 +306,8 @@ def int8_step_model(step: Any, z: np.ndarray, g: np.ndarray, method: str) -> Any
     )
 
 
-def openvino_f32(step: Any) -> Any:
-    """The step model on OpenVINO at f32 as the server opens it (openvino.open_step_model)."""
+def openvino_step_model(step: Any, precision: str) -> Any:
+    """The step model on OpenVINO at `precision` as the server opens it (openvino.open_step_model)."""
     from wyoming_hayakoe.runtime.entry import DECODER_FIRST, DECODER_STEP
     from wyoming_hayakoe.runtime.openvino import open_step_model, save_ir
 
@@ -315,7 +315,18 @@ def openvino_f32(step: Any) -> Any:
         parts = {DECODER_STEP: Path(work) / "step.xml", DECODER_FIRST: Path(work) / "first.xml"}
         save_ir(step.graph, parts[DECODER_STEP])
         save_ir(step.first, parts[DECODER_FIRST])
-        return open_step_model(parts, step.spec, "f32", None, Path(work) / "compiled")
+        return open_step_model(parts, step.spec, precision, None, Path(work) / "compiled")
+
+
+def variants() -> dict[str, tuple[str, Callable[[Any, np.ndarray, np.ndarray], Any]]]:
+    """VARIANTS, and OpenVINO's own lower precision first where this CPU computes one natively."""
+    from wyoming_hayakoe.runtime.request import native_lower_precision
+
+    native = native_lower_precision()
+    if native is None:
+        return VARIANTS
+    own = {f"OpenVINO {native} (native)": (native, lambda step, z, g: openvino_step_model(step, native))}
+    return {**own, **VARIANTS}
 
 
 def _damaged(graph: bytes) -> Any:
@@ -324,7 +335,7 @@ def _damaged(graph: bytes) -> Any:
 
 #: Each variant of the trained decoder's step model: the precision it is judged as, and its decoder.
 VARIANTS: dict[str, tuple[str, Callable[[Any, np.ndarray, np.ndarray], Any]]] = {
-    "OpenVINO f32": ("f32", lambda step, z, g: openvino_f32(step)),
+    "OpenVINO f32": ("f32", lambda step, z, g: openvino_step_model(step, "f32")),
     "bf16 (emulated)": ("bf16", lambda step, z, g: step_decoder(step, lambda graph: emulated(graph, "bf16"))),
     "f16, f32 sums (emulated)": ("f16", lambda step, z, g: step_decoder(step, lambda graph: emulated(graph, "f16"))),
     "f16, f16 sums as ARM NEON (emulated)": ("f16", lambda step, z, g: step_decoder(step, F16Accumulating)),
@@ -355,7 +366,7 @@ def main(argv: list[str] | None = None) -> None:
     print("|---|---|---|---|---|---|")
     rows = {
         name: (precision, lambda p=precision, make=make: decode_streaming(make(step, z, g), z, g))
-        for name, (precision, make) in VARIANTS.items()
+        for name, (precision, make) in variants().items()
     }
     rows["MP3 V0 round trip of the f32 audio"] = ("f16", lambda: mp3_v0(f32, rate))
     for name, (precision, decode) in rows.items():
