@@ -84,10 +84,18 @@ def test_the_port_is_held_but_refuses_connections_while_models_load(standin_dir,
             proc.stop(signal.SIGKILL)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_during_the_first_optimization_stops_the_optimizer_too(standin_dir, tmp_path, sig):
+@pytest.mark.parametrize(
+    ("sig", "sigint_ignored"), [(signal.SIGTERM, False), (signal.SIGINT, False), (signal.SIGINT, True)]
+)
+def test_a_signal_during_the_first_optimization_stops_the_optimizer_too(standin_dir, tmp_path, sig, sigint_ignored):
+    """Also a SIGINT to a server started with SIGINT ignored, as a shell starts a background job (`&`)."""
     cache = tmp_path / "cache"
-    proc, child = _first_start(standin_dir, cache)
+    inherited = signal.signal(signal.SIGINT, signal.SIG_IGN) if sigint_ignored else None
+    try:
+        proc, child = _first_start(standin_dir, cache)
+    finally:
+        if inherited is not None:
+            signal.signal(signal.SIGINT, inherited)
     try:
         # Where cores and memory allow, the BERT's optimizer runs beside the voice's: each must stop.
         deadline, children = time.monotonic() + 2, {child}

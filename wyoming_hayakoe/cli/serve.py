@@ -40,7 +40,7 @@ ENV_ARGS = "WYOMING_HAYAKOE_ARGS"
 
 
 class _StopRequested(BaseException):
-    """SIGTERM before the server serves (it then handles signals itself); not an Exception,
+    """SIGTERM or SIGINT before the server serves (it then handles signals itself); not an Exception,
     so no `except Exception` in the loading code mistakes it for a failure."""
 
 
@@ -258,7 +258,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # Downloading and optimizing models can take minutes: a stop meanwhile ends
     # them cleanly (an optimizer child is stopped too) and is not an error.
+    # SIGINT too, also where it was ignored when the process started (a
+    # background job's): serving handles it whatever it was, so does the start.
     signal.signal(signal.SIGTERM, _stop_requested)
+    signal.signal(signal.SIGINT, _stop_requested)
     try:
         selection = ensure_voices(config)  # may download configured voices
         from ..server.app import run_server  # the engine: heavy imports only now
@@ -267,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     except StartupError as err:
         log.error("%s", err)
         return 2
-    except (_StopRequested, KeyboardInterrupt):
+    except _StopRequested:
         log.info("Stopped before the server was ready")
     finally:
         listener.close()  # the address, if serving never began
