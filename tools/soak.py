@@ -278,12 +278,13 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds one exchange may take")
     parser.add_argument("--flat-mib", type=float, default=50.0, help="RSS growth allowed after the first round")
     parser.add_argument("--peak-mib", type=float, default=1500 * 1000**2 / 1024**2, help="1.5 GB")
+    parser.add_argument("--precision", default="auto", help="the server's --precision (default: %(default)s)")
     args = parser.parse_args()
     os.environ["HF_HUB_OFFLINE"] = "1"
     data_dir = data_dir_with(ensure_full_standin(args.models), (VOICE,), args.out / "data")
     cache, log = args.out / "model-cache", args.out / "logs" / "soak-server.log"
     first_start = not cache.is_dir()
-    server = OurServer(data_dir, VOICE, None, cache, log)
+    server = OurServer(data_dir, VOICE, None, cache, log, runtime=("auto", args.precision))
     try:
         if first_start and not server.wait_measured(1):
             print(f"the server did not finish measuring its runtimes; see {log}", file=sys.stderr)
