@@ -88,8 +88,8 @@ if _MADVISE is not None:
     _MADVISE.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]  # type: ignore[attr-defined]
 
 
-def page_out_mapped_files(folder: Path) -> None:
-    """Reclaim the resident pages of the files under `folder` that this process has mapped.
+def page_out_mapped_files(path: Path) -> None:
+    """Reclaim the resident pages of the file at `path`, or of the files under it, that this process has mapped.
 
     OpenVINO maps a compiled model's file when it imports it and keeps it
     mapped, though at a lower precision it computes from its own copy of the
@@ -103,10 +103,10 @@ def page_out_mapped_files(folder: Path) -> None:
         maps = Path("/proc/self/maps").read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return
-    prefix = str(folder.resolve()) + "/"
+    target = str(path.resolve())
     for line in maps:
         fields = line.split(maxsplit=5)
-        if len(fields) == 6 and fields[5].startswith(prefix):
+        if len(fields) == 6 and (fields[5] == target or fields[5].startswith(target + "/")):
             start, end = (int(address, 16) for address in fields[0].split("-"))
             _MADVISE(start, end - start, _MADV_PAGEOUT)
 

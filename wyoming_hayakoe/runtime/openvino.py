@@ -107,8 +107,9 @@ def open_compiled(
         passes.register_pass(MakeStateful(dict(states)))
         passes.run_passes(graph)
     session = OvSession(core().compile_model(graph, "CPU", compile_config(precision, threads, cache_dir)), states)
-    if session.precision != "f32":  # the weights were converted: the mapped compiled model is not read again
-        page_out_mapped_files(cache_dir)
+    if session.precision != "f32":  # the weights were converted: neither the mapped compiled model nor, after
+        page_out_mapped_files(cache_dir)  # a compilation from it, the IR's weights are read again
+        page_out_mapped_files(model.with_suffix(".bin"))
     return session
 
 
