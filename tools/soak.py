@@ -20,10 +20,14 @@ Three clients then run side by side, each going round its exchanges in turn:
   answer, and Describe.
 
 Each exchange has the answer it should get and a timeout. The server's RSS
-is sampled every 0.2 s, with the requests in flight. At the end it prints
+is sampled every 0.2 s, with the requests in flight; and each time every
+client has finished another round, the clients wait until nothing is in
+flight and the RSS is read then: what the server keeps between requests,
+which must stay flat (read while a long answer is on its way, it swings by
+what that answer holds). At the end it prints
 each exchange's outcomes, the RSS over time, the peak while all three
 clients had a request in flight and the server's own peak (VmHWM), and
-exits 1 unless every exchange got its answer, the server is alive, the RSS
+exits 1 unless every exchange got its answer, the server is alive, the quiet RSS
 after each later round stays within `--flat-mib` of the first round's, and
 the peak stays within `--peak-mib` (the add-on's tested memory, 1.5 GB).
 """
@@ -55,6 +59,7 @@ sys.path.insert(0, str(ROOT))
 from tools.benchmark import VOICES, OurServer, data_dir_with, ensure_full_standin, vm_hwm_kib  # noqa: E402
 
 VOICE = VOICES[0]
+QUIET_SECONDS = 2.0  # after the last answer, before a round's RSS is read
 MAX_TEXT = 10_000  # the server's default --max-text-length
 LONG = "今日は朝から雨が降っていますが、午後には晴れる見込みです。" * 12
 BRIEFING = "おはようございます。現在の気温は23.5°Cで、湿度は60%です。今日の予定は3件あります。"
@@ -187,7 +192,8 @@ class Soak:
     outcomes: Counter = field(default_factory=Counter)  # (client, exchange, outcome, as expected)
     rounds: dict[str, int] = field(default_factory=dict)  # each client's completed rounds
     samples: list[tuple[float, float, int]] = field(default_factory=list)  # (seconds, RSS MiB, in flight)
-    round_rss: list[tuple[int, float]] = field(default_factory=list)  # (round, RSS MiB) as every client finished it
+    round_rss: list[tuple[int, float]] = field(default_factory=list)  # (round, quiet RSS MiB) after every client's
+    running: asyncio.Event = field(default_factory=asyncio.Event)  # cleared while the round's RSS is taken
 
 
 def rss_mib(pid: int) -> float:
@@ -200,12 +206,22 @@ def rss_mib(pid: int) -> float:
 
 async def soak(port: int, pid: int, seconds: float, timeout: float) -> Soak:
     state = Soak()
+    state.running.set()
     began = time.monotonic()
     deadline = began + seconds
+
+    async def quiet_rss(done: int) -> None:
+        """The RSS once no request is in flight: what the server keeps between requests, not what one holds."""
+        while state.in_flight:
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(QUIET_SECONDS)
+        state.round_rss.append((done, rss_mib(pid)))
+        state.running.set()
 
     async def client(name: str, exchanges: list[Exchange]) -> None:
         for turn in itertools.count():
             exchange = exchanges[turn % len(exchanges)]
+            await state.running.wait()
             state.in_flight += 1
             try:
                 outcome = await asyncio.wait_for(exchange.run(port), timeout)
@@ -219,8 +235,9 @@ async def soak(port: int, pid: int, seconds: float, timeout: float) -> Soak:
             if turn % len(exchanges) == len(exchanges) - 1:
                 state.rounds[name] = state.rounds.get(name, 0) + 1
                 done = min(state.rounds.get(other, 0) for other in CLIENTS)
-                if done > len(state.round_rss):
-                    state.round_rss.append((done, rss_mib(pid)))
+                if done > len(state.round_rss) and state.running.is_set():
+                    state.running.clear()  # every client stops before its next exchange
+                    measuring.append(asyncio.create_task(quiet_rss(done)))
             if time.monotonic() > deadline:
                 return
 
@@ -229,9 +246,11 @@ async def soak(port: int, pid: int, seconds: float, timeout: float) -> Soak:
             state.samples.append((time.monotonic() - began, rss_mib(pid), state.in_flight))
             await asyncio.sleep(0.2)
 
+    measuring: list[asyncio.Task[None]] = []
     sampler = asyncio.create_task(sample())
     try:
         await asyncio.gather(*(client(name, exchanges) for name, exchanges in CLIENTS.items()))
+        await asyncio.gather(*measuring)
     finally:
         sampler.cancel()
     return state
@@ -253,7 +272,7 @@ def report(state: Soak, minutes: float, hwm_mib: float, flat_mib: float, peak_mi
             print(
                 f"  {start // 60:3d}-{start // 60 + 5:<3d} min  median {statistics.median(values):6.0f}  max {max(values):6.0f}"
             )
-    print("RSS as every client had finished a round (MiB):", ", ".join(f"{r}: {rss:.0f}" for r, rss in state.round_rss))
+    print(f"RSS with nothing in flight, {QUIET_SECONDS:g} s after every client had finished a round (MiB):", ", ".join(f"{r}: {rss:.0f}" for r, rss in state.round_rss))
     three = [rss for _, rss, flying in state.samples if flying >= 3]
     peak_three = max(three, default=0.0)
     print(
