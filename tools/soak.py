@@ -272,7 +272,10 @@ def report(state: Soak, minutes: float, hwm_mib: float, flat_mib: float, peak_mi
             print(
                 f"  {start // 60:3d}-{start // 60 + 5:<3d} min  median {statistics.median(values):6.0f}  max {max(values):6.0f}"
             )
-    print(f"RSS with nothing in flight, {QUIET_SECONDS:g} s after every client had finished a round (MiB):", ", ".join(f"{r}: {rss:.0f}" for r, rss in state.round_rss))
+    print(
+        f"RSS with nothing in flight, {QUIET_SECONDS:g} s after every client had finished a round (MiB):",
+        ", ".join(f"{r}: {rss:.0f}" for r, rss in state.round_rss),
+    )
     three = [rss for _, rss, flying in state.samples if flying >= 3]
     peak_three = max(three, default=0.0)
     print(
