@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from functools import partial
 from typing import Protocol
 
@@ -29,6 +30,8 @@ from .wording import counted
 from .zeroconf import ZeroconfAdvertiser, advertised_address, default_service_name
 
 _LOGGER = logging.getLogger(__name__)
+# How often the main thread, waiting for the loading, runs a stop signal's handler that came to another thread.
+SIGNAL_POLL_SECONDS = 0.05
 
 
 class FrontEnd(Protocol):
@@ -48,7 +51,9 @@ def load_stoppably(config: ServerConfig, selection: VoiceSelection) -> tuple[Eng
     main thread only waits, so the handler runs at once; as it raises, the
     loading is stopped (its optimizer children at once, its waits for a lock
     within 50 ms, between two voices and two warm-up runs) and the stop waits
-    only for the model run the loading is in.
+    only for the model run the loading is in. The kernel may hand the signal
+    to any of the process's threads, and then the main thread is not woken:
+    it waits in short steps, after each of which the handler runs.
     """
     stop = ChildStop()
     loading: Future[tuple[Engine, str]] = Future()
@@ -62,7 +67,11 @@ def load_stoppably(config: ServerConfig, selection: VoiceSelection) -> tuple[Eng
     thread = threading.Thread(target=load, name="loading", daemon=True)
     thread.start()
     try:
-        return loading.result()
+        while True:
+            try:  # in short waits: a blocked wait would run the handler only once the loading ends
+                return loading.result(timeout=SIGNAL_POLL_SECONDS)
+            except FutureTimeout:
+                continue
     except BaseException:
         stop.stop()
         thread.join()
