@@ -78,7 +78,7 @@ def test_decoder_has_a_static_rank_and_only_2d_conv_transposes_with_the_same_aud
         compiled = core().compile_model(
             core().read_model(graph.SerializeToString(), b""), "CPU", {"INFERENCE_PRECISION_HINT": "f32"}
         )
-        decoded[name] = OvSession(compiled).run(["audio"], feeds)[0]
+        decoded[name] = OvSession(compiled, Path(name)).run(["audio"], feeds)[0]
     # Only the widened graph, which OpenVINO is given, must agree everywhere: on ARM, OpenVINO's
     # plugin computes the original's 1-D ConvTranspose wrongly (0.6 dB under emulation).
     assert snr_db(reference, decoded["widened"]) >= 100.0
@@ -491,3 +491,50 @@ def test_a_compiled_model_at_a_lower_precision_does_not_stay_in_memory_as_its_fi
     assert mapped > 0, "the compiled model is not imported from its file"
     assert resident <= mapped // 2, (mapped, resident)  # all of it, without the page-out; a fifth here (tiny)
     assert np.array_equal(spoken[0], spoken[1])
+
+
+def test_openvino_keeps_the_buffers_of_the_voice_that_spoke_last_and_of_no_other(
+    standin_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """Released after every request, a voice's buffers were faulted in again by the next one's first run
+    (some 40 ms of its first audio, full-size): the voice that spoke last keeps them until another voice's
+    model is about to run, which finds them released, so two voices' buffers are never held at once."""
+    events: list[tuple[str, str]] = []  # (what, voice): a session's run or its buffers released
+    run, release = OvSession.run, OvSession.release_memory
+
+    def voice_of(session: OvSession) -> str:
+        return owners[session._owner]
+
+    def recorded_run(self: OvSession, *args, **kwargs):
+        results = run(self, *args, **kwargs)
+        events.append(("run", voice_of(self)))
+        return results
+
+    def recorded_release(self: OvSession) -> None:
+        events.append(("release", voice_of(self)))
+        release(self)
+
+    engine = Engine.load(
+        [standin_dir],
+        voices=["standin-a", "standin-b"],
+        cache_dir=tmp_path / "cache",
+        backend="openvino",
+        precision="f32",
+    )
+    owners: dict[Path, str] = {}
+    for name in ("standin-a", "standin-b"):
+        entry = engine.voice(name).entry
+        assert entry is not None
+        owners[entry.parts["decoder_step"].parent] = name
+    monkeypatch.setattr(OvSession, "run", recorded_run)
+    monkeypatch.setattr(OvSession, "release_memory", recorded_release)
+    quiet = SynthesisSettings(noise_scale=0.0, noise_w_scale=0.0)
+    for voice in ("standin-a", "standin-a", "standin-b"):
+        events.append(("request", voice))
+        assert sum(len(piece) for piece in synthesize(engine, TEXT, voice, quiet)) > 0
+    b_request = events.index(("request", "standin-b"))
+    first_b_run = events.index(("run", "standin-b"))
+    assert ("release", "standin-a") not in events[:b_request], events  # kept through and between a's requests
+    assert ("release", "standin-b") not in events[first_b_run:], events
+    # Before b's first run, a's two sessions (its first run's and its chunks') were released.
+    assert events[b_request:first_b_run].count(("release", "standin-a")) == 2, events

@@ -81,8 +81,9 @@ def openvino_decoder(step: StepModel, precision: str, threads: int | None, flush
         config = compile_config(precision, threads, Path(cache))
         del config["CACHE_DIR"]
         config["CPU_DENORMALS_OPTIMIZATION"] = flush
-        first_run = OvSession(core().compile_model(first, "CPU", config))
-        step_runs = OvSession(core().compile_model(chunks, "CPU", config), spec.state_pairs())
+        owner = Path(cache)  # one model: its two sessions keep their buffers between runs, as a voice's
+        first_run = OvSession(core().compile_model(first, "CPU", config), owner)
+        step_runs = OvSession(core().compile_model(chunks, "CPU", config), owner, spec.state_pairs())
     return OrtStreamingDecoder(first_run, step_runs, spec, first_frames=spec.chunk_frames)
 
 

@@ -3,10 +3,17 @@
 ONNX Runtime's arena shrinks after every run (ort.ShrinkingSession); what
 is left is glibc's heap, which keeps freed pages for later use, and
 OpenVINO's compiled models, which keep the intermediate buffers of the
-largest input they ever ran (a decoder slice: tens to hundreds of MB)
-until told to release them. Both are given back after each part
-(`give_back_memory`), so what a request costs lasts only as long as it;
-large blocks never enter the heap (`map_large_blocks_apart`).
+largest input they ever ran until told to release them. Both are given
+back after each part (`give_back_memory`), so what a request costs lasts
+only as long as it; large blocks never enter the heap
+(`map_large_blocks_apart`).
+
+One exception: the OpenVINO buffers of the model that ran last (a voice's
+step model, fixed shapes: some 110 MB full-size) stay until another
+OpenVINO model is about to run (`running`). Allocated again at every request, they
+cost its first run some 40 ms of page faults (100 ms instead of 60, 2-core EPYC),
+and that slow run made the pacing hold the sentence for a second one. So
+the server keeps one voice's buffers between requests, never two at once.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import ctypes
 import ctypes.util
 import re
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Protocol
 
@@ -25,7 +32,9 @@ class HoldsBuffers(Protocol):
     def release_memory(self) -> None: ...
 
 
-_HOLDERS: weakref.WeakSet[HoldsBuffers] = weakref.WeakSet()
+# Each holder with its owner (the model it belongs to, whose holders run together), and the owner that ran last.
+_HOLDERS: weakref.WeakKeyDictionary[HoldsBuffers, Hashable] = weakref.WeakKeyDictionary()
+_LATEST: list[Hashable] = []
 
 
 def _libc() -> ctypes.CDLL | None:
@@ -62,20 +71,35 @@ def map_large_blocks_apart() -> None:
         _MALLOPT(_M_MMAP_THRESHOLD, _OWN_MAPPING_BYTES)
 
 
-def keep_track(holder: HoldsBuffers) -> None:
-    """`holder` (an OpenVINO session) releases its buffers at every `give_back_memory`, while it lives."""
-    _HOLDERS.add(holder)
+def keep_track(holder: HoldsBuffers, owner: Hashable) -> None:
+    """`holder` (an OpenVINO session of `owner`'s) releases its buffers at every `give_back_memory`, while it
+    lives, unless `owner` ran last."""
+    _HOLDERS[holder] = owner
+
+
+def running(owner: Hashable) -> None:
+    """Before a run of `owner`'s: the buffers every other owner kept are released first, so that the
+    process holds one owner's at most. Called by the one thread that runs the models."""
+    if _LATEST != [owner]:
+        _release(but=owner)
+        _LATEST[:] = [owner]
 
 
 def give_back_memory() -> None:
-    """Release the tracked runtimes' idle buffers, then return the C heap's free pages (glibc only).
+    """Release the tracked runtimes' idle buffers but those of the owner that ran last, then return the C
+    heap's free pages (glibc only).
 
     Called between model runs (the one worker thread runs them all), never during one.
     """
-    for holder in list(_HOLDERS):
-        holder.release_memory()
+    _release(but=_LATEST[0] if _LATEST else None)
     if _MALLOC_TRIM is not None:
         _MALLOC_TRIM(0)
+
+
+def _release(but: Hashable) -> None:
+    for holder, owner in list(_HOLDERS.items()):
+        if owner != but:
+            holder.release_memory()
 
 
 # madvise(2) advice: reclaim these pages now (Linux 5.4+). Clean file pages are dropped, to be read

@@ -21,7 +21,7 @@ import openvino as ov
 from openvino.passes import MakeStateful, Manager
 
 from .entry import DECODER_FIRST, DECODER_STEP, StreamSpec
-from .memory import keep_track, page_out_mapped_files
+from .memory import keep_track, page_out_mapped_files, running
 from .ort import OrtStreamingDecoder
 
 # One core object per process: it holds the plugin and its thread pool.
@@ -51,15 +51,17 @@ def compile_config(precision: str, threads: int | None, cache_dir: Path) -> dict
 
 class OvSession:
     """A compiled model called like an ONNX Runtime session: `run(output_names, feeds)`; `states` (input
-    name: output name) are those it keeps inside."""
+    name: output name) are those it keeps inside; `owner`: the model it is part of (a voice's cache entry),
+    whose sessions keep their buffers between its runs (memory.py)."""
 
-    def __init__(self, compiled: ov.CompiledModel, states: Mapping[str, str] | None = None) -> None:
+    def __init__(self, compiled: ov.CompiledModel, owner: Path, states: Mapping[str, str] | None = None) -> None:
         self._compiled = compiled
+        self._owner = owner
         self._request = compiled.create_infer_request()
         self._states = dict(states or {})
         # What the plugin really computes in: it may fall back to f32 where a lower precision is not supported.
         self.precision = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
-        keep_track(self)
+        keep_track(self, owner)
 
     def load_states(self, values: Mapping[str, np.ndarray]) -> None:
         """Start the states it keeps from `values` (by input name): what a sentence's first run left."""
@@ -73,6 +75,7 @@ class OvSession:
         self._compiled.release_memory()
 
     def run(self, output_names: list[str] | None, input_feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        running(self._owner)
         results = self._request.infer(input_feed)
         outputs = self._compiled.outputs
         if output_names is None:
@@ -106,7 +109,8 @@ def open_compiled(
         passes = Manager()
         passes.register_pass(MakeStateful(dict(states)))
         passes.run_passes(graph)
-    session = OvSession(core().compile_model(graph, "CPU", compile_config(precision, threads, cache_dir)), states)
+    compiled = core().compile_model(graph, "CPU", compile_config(precision, threads, cache_dir))
+    session = OvSession(compiled, model.parent, states)
     if session.precision != "f32":  # the weights were converted: neither the mapped compiled model nor, after
         page_out_mapped_files(cache_dir)  # a compilation from it, the IR's weights are read again
         page_out_mapped_files(model.with_suffix(".bin"))
