@@ -144,7 +144,7 @@ class _RunRecorder:
     def __init__(self, session: object, shrinks: list[bool]) -> None:
         self._session, self.shrinks = session, shrinks
 
-    def run(self, output_names, input_feed, options=None):  # type: ignore[no-untyped-def]
+    def run(self, output_names, input_feed, options=None):
         shrink = options is not None and options.get_run_config_entry("memory.enable_memory_arena_shrinkage")
         self.shrinks.append(bool(shrink))
         return self._session.run(output_names, input_feed, options)  # type: ignore[attr-defined]

@@ -172,6 +172,28 @@ def test_a_first_start_leaves_every_voice_warm_and_timed(standin_dir, model_cach
         assert not voice.speed.cold and voice.speed.factor is not None, voice.name
 
 
+def test_a_first_start_runs_each_voices_front_once_per_reference_sentence(standin_dir, tmp_path, monkeypatch):
+    """On a first start the reference passage serves twice, for the level and as what the decoder's runtimes
+    are judged on: its BERT and front run once for both (they ran twice: 0.7-1 s more per full-size voice)."""
+    from wyoming_hayakoe.engine.voice import Voice
+    from wyoming_hayakoe.runtime.measure import openvino_missing
+
+    if openvino_missing():
+        pytest.skip("without OpenVINO there is nothing to measure after the start")
+    fronts: dict[str, int] = {}
+    front = Voice.front
+
+    def counted(self, *args):
+        fronts[self.name] = fronts.get(self.name, 0) + 1
+        return front(self, *args)
+
+    monkeypatch.setattr(Voice, "front", counted)
+    engine = Engine.load([standin_dir], voices=list(VOICES), cache_dir=tmp_path / "cache")  # empty: a first start
+    assert engine.measuring is not None and len(engine.measuring.pending) == len(VOICES)  # references made
+    assert json.loads((tmp_path / "cache" / loudness.LEVELS_FILE).read_text())  # levels measured
+    assert fronts == {voice: len(split_sentences(REFERENCE_PASSAGE)) for voice in VOICES}
+
+
 def test_a_damaged_levels_file_is_measured_again(standin_dir, model_cache):
     (model_cache / loudness.LEVELS_FILE).write_text("{not json", encoding="utf-8")
     engine = Engine.load([standin_dir], voices=["standin-a"], cache_dir=model_cache)

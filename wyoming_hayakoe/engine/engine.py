@@ -24,7 +24,7 @@ from ..text.rewrite import HomeAssistantReader
 from .bert import BertEncoder
 from .decode_plan import SentenceAudio
 from .limits import fits_one_pass
-from .loudness import Levels, reference_latent
+from .loudness import Levels, ReferencePassage
 from .pauses import BoundaryPause
 from .runtimes import RuntimeMeasuring, Unmeasured
 from .settings import SynthesisSettings
@@ -253,9 +253,10 @@ class Engine:
                         if levels is None:
                             levels = Levels(bert_loading.result(), cache.folder)
                             stop.when_stopped(levels.stop)
-                        levelled.append(leveller.submit(levels.set, voice))
+                        passage = ReferencePassage(voice, bert_loading.result())  # its fronts made once for both
+                        levelled.append(leveller.submit(levels.set, voice, passage))
                         if voice.entry is not None and voice.entry.unmeasured:  # what its measuring will judge on
-                            references[voice.name] = leveller.submit(reference_latent, voice, bert_loading.result())
+                            references[voice.name] = leveller.submit(passage.latent)
                 for level in levelled:
                     level.result()
                 bert = bert_loading.result()

@@ -23,13 +23,13 @@ import math
 import os
 import tempfile
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from ..text import split_sentences
+from ..text import Phonemes, split_sentences
 from .bert import BertEncoder
 from .settings import SynthesisSettings
 from .voice import Voice
@@ -58,9 +58,43 @@ class LevelStopped(Exception):
     """A level measurement given up (`Levels.stop`): the start it was part of is ending."""
 
 
-def reference_peak(voice: Voice, bert: BertEncoder, stop: threading.Event | None = None) -> float:
+class ReferencePassage:
+    """The reference passage as `voice` speaks it: each sentence's phonemes and BERT features and, where
+    the voice has a front, its latent and speaker embedding, each computed once: the level is measured on
+    them (`reference_peak`) and, on a first start, the decoder's runtimes are judged on them (`latent`)."""
+
+    def __init__(self, voice: Voice, bert: BertEncoder) -> None:
+        self.voice, self.bert = voice, bert
+        self.settings = replace(REFERENCE_SETTINGS, style=reference_style(voice))
+        self._sentences: list[tuple[Phonemes, np.ndarray]] = []
+        self._fronts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def sentences(self) -> Iterator[tuple[int, Phonemes, np.ndarray]]:
+        """(index, phonemes, BERT features) of each sentence, made as they are asked for."""
+        for index, sentence in enumerate(split_sentences(REFERENCE_PASSAGE)):
+            if index == len(self._sentences):
+                phonemes = self.voice.frontend.phonemize(sentence)
+                self._sentences.append((phonemes, self.bert.features(phonemes)))
+            yield (index, *self._sentences[index])
+
+    def front(self, index: int, phonemes: Phonemes, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if index not in self._fronts:
+            self._fronts[index] = self.voice.front(phonemes, features, self.settings)
+        return self._fronts[index]
+
+    def latent(self) -> tuple[np.ndarray, np.ndarray]:
+        """The latent z of the passage (its sentences' joined along time) and the speaker embedding g, as
+        the voice's front makes them: what its decoder's runtimes are judged on (runtime/measure.py)."""
+        fronts = [self.front(*sentence) for sentence in self.sentences()]
+        return np.concatenate([z for z, _ in fronts], axis=2), fronts[0][1]
+
+
+def reference_peak(
+    voice: Voice, bert: BertEncoder, stop: threading.Event | None = None, passage: ReferencePassage | None = None
+) -> float:
     """The peak of the reference passage in `voice`, sentence by sentence as hayakoe speaks it; raises
-    LevelStopped before the next sentence or piece once `stop` is set.
+    LevelStopped before the next sentence or piece once `stop` is set. `passage`: the passage's fronts
+    already made, or to keep for the runtimes' measuring.
 
     The first sentence goes through the voice's own decoder, which leaves it
     warm and timed for the first request's pacing (see `speech.warm_up`);
@@ -72,33 +106,23 @@ def reference_peak(voice: Voice, bert: BertEncoder, stop: threading.Event | None
         if stop is not None and stop.is_set():
             raise LevelStopped(voice.name)
 
-    settings = replace(REFERENCE_SETTINGS, style=reference_style(voice))
+    passage = passage or ReferencePassage(voice, bert)
     decoder = voice.whole_decoder()
     peak = 0.0
-    for index, sentence in enumerate(split_sentences(REFERENCE_PASSAGE)):
+    for index, phonemes, features in passage.sentences():
         check()
-        phonemes = voice.frontend.phonemize(sentence)
-        features = bert.features(phonemes)
-        if decoder is not None and index > 0:
-            pieces: Iterable[np.ndarray] = [decoder.decode(*voice.front(phonemes, features, settings))]
+        pieces: Iterable[np.ndarray]
+        if voice.models.front is None:  # a whole synthesizer
+            pieces = voice.render(phonemes, features, passage.settings, quick_start=False)
+        elif decoder is not None and index > 0:
+            pieces = [decoder.decode(*passage.front(index, phonemes, features))]
         else:
-            pieces = voice.render(phonemes, features, settings, quick_start=False)
+            pieces = voice.decode(*passage.front(index, phonemes, features), quick_start=False)
         for piece in pieces:
             check()
             if len(piece):
                 peak = max(peak, float(np.max(np.abs(piece))))
     return peak
-
-
-def reference_latent(voice: Voice, bert: BertEncoder) -> tuple[np.ndarray, np.ndarray]:
-    """The latent z of the reference passage in `voice` (its sentences' joined along time) and the speaker
-    embedding g, as the voice's front makes them: what its decoder's runtimes are judged on (runtime/measure.py)."""
-    settings = replace(REFERENCE_SETTINGS, style=reference_style(voice))
-    latents = []
-    for sentence in split_sentences(REFERENCE_PASSAGE):
-        phonemes = voice.frontend.phonemize(sentence)
-        latents.append(voice.front(phonemes, bert.features(phonemes), settings))
-    return np.concatenate([z for z, _ in latents], axis=2), latents[0][1]
 
 
 def gain_for(peak: float) -> float:
@@ -119,11 +143,12 @@ class Levels:
         self.measured: dict[str, float] = {}
         self._stop = threading.Event()
 
-    def set(self, voice: Voice) -> None:
+    def set(self, voice: Voice, passage: ReferencePassage | None = None) -> None:
+        """`passage`: the reference passage's fronts, made once for this and for the runtimes' measuring."""
         key = _identity(voice, self.bert)
         gain = self.stored.get(key)
         if gain is None:
-            gain = self.measured[key] = gain_for(reference_peak(voice, self.bert, self._stop))
+            gain = self.measured[key] = gain_for(reference_peak(voice, self.bert, self._stop, passage))
             _LOGGER.info("Voice %s: level %+.1f dB, to hayakoe's loudness", voice.name, 20 * math.log10(gain))
         voice.gain = gain
 

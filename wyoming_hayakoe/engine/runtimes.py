@@ -36,7 +36,7 @@ Switch = Callable[[Callable[[], None]], None]
 @dataclass(frozen=True)
 class Unmeasured:
     """A voice running on ONNX Runtime f32 until its entry's decoder is measured on `reference`, its front's
-    output for the reference passage (loudness.reference_latent)."""
+    output for the reference passage (loudness.ReferencePassage)."""
 
     voice: Voice
     entry: PreparedModel
