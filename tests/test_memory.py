@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import signal
+import subprocess
+import sys
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -288,3 +291,36 @@ def test_memory_stays_flat_over_sentences_of_many_lengths(standin_dir: Path, bac
     assert len(set(VARIED_SENTENCE_CHARS)) == 45 and len(kept) == 36
     spread = max(kept) - min(kept)
     assert spread <= KEPT_WITHIN_MIB, f"kept {spread:.1f} MiB apart: {[round(mib, 1) for mib in kept]}"
+
+
+_FAULTS_OF_REUSED_BLOCKS = """
+import ctypes, ctypes.util, resource, sys
+from wyoming_hayakoe.runtime import memory
+getattr(memory, sys.argv[1])()
+libc = ctypes.CDLL(ctypes.util.find_library("c"))
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for mib in range(1, 25):  # as the optimizer copies tensors and graphs of growing sizes, each then freed
+    block = libc.malloc(mib << 20)
+    ctypes.memset(block, 1, mib << 20)  # every page written
+    libc.free(block)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="glibc's malloc")
+def test_the_optimizer_reuses_freed_blocks_and_the_server_gives_them_back() -> None:
+    """The optimizer (a short-lived child) keeps freed blocks for the next: each larger copy was a new
+    mapping, faulted in page by page (glibc raises its threshold only to the largest block freed so far);
+    the server maps such blocks apart, so that they go back when freed."""
+
+    def faults(setting: str) -> int:
+        done = subprocess.run(
+            [sys.executable, "-c", _FAULTS_OF_REUSED_BLOCKS, setting], capture_output=True, text=True, check=True
+        )
+        return int(done.stdout)
+
+    pages = sum(mib << 20 for mib in range(1, 25)) // resource.getpagesize()
+    assert faults("map_large_blocks_apart") > 0.9 * pages  # every block faulted in anew
+    assert faults("reuse_freed_memory") < 0.2 * pages  # the largest block's pages, once

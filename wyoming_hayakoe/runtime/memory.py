@@ -71,6 +71,23 @@ def map_large_blocks_apart() -> None:
         _MALLOPT(_M_MMAP_THRESHOLD, _OWN_MAPPING_BYTES)
 
 
+# mallopt(3): the free memory at the heap's top from which free returns it to the system.
+_M_TRIM_THRESHOLD = -1
+_HEAP_BLOCKS_UP_TO = 32 << 20
+_KEEP_FREED_BYTES = (1 << 31) - 1  # mallopt takes an int: 2 GiB
+
+
+def reuse_freed_memory() -> None:
+    """From now on, blocks up to 32 MiB come from the heap and freed memory stays in it for the next block
+    (glibc only): for a short-lived process that copies large models over and over (the optimizer), which
+    otherwise had each copy's pages mapped, faulted in and unmapped again (a full-size synthesizer's
+    optimizer: a million page faults and 2.8 s in the kernel, now 600,000 and 1.9 s; its peak 12 MB more).
+    Never in the server: what a request took must go back."""
+    if _MALLOPT is not None:
+        _MALLOPT(_M_MMAP_THRESHOLD, _HEAP_BLOCKS_UP_TO)
+        _MALLOPT(_M_TRIM_THRESHOLD, _KEEP_FREED_BYTES)
+
+
 def keep_track(holder: HoldsBuffers, owner: Hashable) -> None:
     """`holder` (an OpenVINO session of `owner`'s) releases its buffers at every `give_back_memory`, while it
     lives, unless `owner` ran last."""

@@ -45,6 +45,7 @@ from .entry import (
     write_manifest,
 )
 from .measure import Steps, choose_decoder_runtime, openvino_missing
+from .memory import reuse_freed_memory
 from .reference import made_up
 from .request import BACKENDS, ONNXRUNTIME, PRECISIONS, RuntimeRequest
 from .split import SplitSynthesizer
@@ -252,6 +253,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--parent", type=int, default=None, help="the pid to die with (default: the parent's)")
     args = parser.parse_args(argv)
     die_with(os.getppid() if args.parent is None else args.parent)
+    reuse_freed_memory()
     logging.basicConfig(level=logging.WARNING)
     ort.set_default_logger_severity(
         3
