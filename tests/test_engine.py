@@ -138,44 +138,6 @@ def test_a_streaming_decoder_reads_each_frame_once_and_pads_no_chunk(engine: Eng
     assert all(len(piece) == spec.chunk_frames * hop for piece in pieces[1:-1])  # every run between: a chunk
 
 
-class _RunRecorder:
-    """An InferenceSession that records, per run, whether the run shrinks the session's arena."""
-
-    def __init__(self, session: object, shrinks: list[bool]) -> None:
-        self._session, self.shrinks = session, shrinks
-
-    def run(self, output_names, input_feed, options=None):
-        shrink = options is not None and options.get_run_config_entry("memory.enable_memory_arena_shrinkage")
-        self.shrinks.append(bool(shrink))
-        return self._session.run(output_names, input_feed, options)  # type: ignore[attr-defined]
-
-
-@pytest.mark.parametrize("text", ["はい。", LONG + LONG])
-def test_a_sentences_chunks_give_their_buffers_back_once_after_the_last(engine: Engine, text: str) -> None:
-    """ONNX Runtime's arena is given back after the sentence's last chunk, not after each one: they all
-    have one shape, and each one's buffers, given back, were faulted in again by the next. The first run's
-    graph, of another shape, gives its own back at once; the audio is the same either way."""
-    voice = engine.voice(VOICE)
-    streaming = voice.models.streaming_decoder
-    assert isinstance(streaming, OrtStreamingDecoder)
-    phonemes = voice.frontend.phonemize(text)
-    latent, speaker = voice.front(phonemes, engine.bert.features(phonemes), QUIET)
-    plain = np.concatenate(list(streaming.decode(latent, speaker)))
-    first, chunks = [], []
-    streaming.first._session = _RunRecorder(streaming.first._session, first)  # type: ignore[attr-defined]
-    streaming.session._session = _RunRecorder(streaming.session._session, chunks)  # type: ignore[attr-defined]
-    try:
-        for _ in range(2):  # two sentences: the second starts from a given-back arena again
-            recorded = np.concatenate(list(streaming.decode(latent, speaker)))
-    finally:
-        streaming.first._session = streaming.first._session._session  # type: ignore[attr-defined]
-        streaming.session._session = streaming.session._session._session  # type: ignore[attr-defined]
-    runs = len(streaming.plan(latent.shape[2])) - 1
-    assert first == [True, True]
-    assert chunks == 2 * ([False] * (runs - 1) + [True] * (runs > 0))
-    assert np.array_equal(plain, recorded)
-
-
 @pytest.mark.parametrize("text", ["はい。", LONG, "明日の朝七時にアラームをセットしました。"])
 def test_streamed_and_sliced_decoding_equal_the_whole_model(
     engine: Engine, standin_dir: Path, model_cache: Path, text: str

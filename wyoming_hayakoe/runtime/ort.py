@@ -44,10 +44,6 @@ class ShrinkingSession:
     def run(self, output_names: list[str] | None, input_feed: dict[str, np.ndarray]) -> list[Any]:
         return self._session.run(output_names, input_feed, self._options)
 
-    def run_keeping_arena(self, output_names: list[str] | None, input_feed: dict[str, np.ndarray]) -> list[Any]:
-        """A run of a series of one shape: the next one needs the same buffers (shrunk by the series' last run)."""
-        return self._session.run(output_names, input_feed)
-
 
 def open_session(
     model: Path, threads: int | None, weights: Mapping[str, ort.OrtValue] | None = None, prepack: bool = True
@@ -148,13 +144,6 @@ class KeepsStates(Session, Protocol):
         ...
 
 
-@runtime_checkable
-class KeepsArena(Session, Protocol):
-    """A session whose runs may leave its buffers for the next (ShrinkingSession)."""
-
-    def run_keeping_arena(self, output_names: list[str] | None, input_feed: dict[str, np.ndarray]) -> list[Any]: ...
-
-
 class _OnSession:
     """A model role bound to one session."""
 
@@ -192,13 +181,8 @@ class OrtStreamingDecoder(_OnSession):
     then a fixed chunk at a time on `session`.
 
     The states go in and out with each run, unless the session keeps them
-    (`KeepsStates`). A session that gives its buffers back after each run
-    (`KeepsArena`) does so only after a sentence's last chunk: its chunks all
-    have one shape, and each one's given back were faulted in again by the
-    next (full-size, f32: the benchmark's long text took 236,000 page faults
-    and 0.78 s in the kernel, now 69,000 and 0.40 s).
-    `first_frames`: the only length `first` takes, where it has one
-    (OpenVINO compiles one shape); else the plan chooses it.
+    (`KeepsStates`). `first_frames`: the only length `first` takes, where it
+    has one (OpenVINO compiles one shape); else the plan chooses it.
     """
 
     def __init__(self, first: Session, session: Session, spec: StreamSpec, first_frames: int | None = None) -> None:
@@ -217,9 +201,7 @@ class OrtStreamingDecoder(_OnSession):
         frames = np.array([z.shape[2]], dtype=np.int64)
         start = 0
         states: dict[str, np.ndarray] = {}
-        runs = self.plan(z.shape[2])
-        keeping = self.session.run_keeping_arena if isinstance(self.session, KeepsArena) else self.session.run
-        for index, run in enumerate(runs):
+        for run in self.plan(z.shape[2]):
             chunk = np.zeros((1, z.shape[1], run.frames), dtype=np.float32)
             part = z[:, :, start : start + run.frames]
             chunk[:, :, : part.shape[2]] = part
@@ -232,8 +214,7 @@ class OrtStreamingDecoder(_OnSession):
                     states = {}
             else:
                 feeds[spec.start] = np.array([start], dtype=np.int64)
-                chunk_run = self.session.run if index == len(runs) - 1 else keeping
-                audio, *values = chunk_run(self._outputs, {**feeds, **states})
+                audio, *values = self.session.run(self._outputs, {**feeds, **states})
                 states = dict(zip(states, values))
             start += run.frames
             yield audio.reshape(-1)[: run.audio]
