@@ -77,15 +77,16 @@ class ReferencePassage:
                 self._sentences.append((phonemes, self.bert.features(phonemes)))
             yield (index, *self._sentences[index])
 
-    def front(self, index: int, phonemes: Phonemes, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def front(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        """The latent and speaker embedding of sentence `index` (one `sentences` has made)."""
         if index not in self._fronts:
-            self._fronts[index] = self.voice.front(phonemes, features, self.settings)
+            self._fronts[index] = self.voice.front(*self._sentences[index], self.settings)
         return self._fronts[index]
 
     def latent(self) -> tuple[np.ndarray, np.ndarray]:
         """The latent z of the passage (its sentences' joined along time) and the speaker embedding g, as
         the voice's front makes them: what its decoder's runtimes are judged on (runtime/measure.py)."""
-        fronts = [self.front(*sentence) for sentence in self.sentences()]
+        fronts = [self.front(index) for index, _, _ in self.sentences()]
         return np.concatenate([z for z, _ in fronts], axis=2), fronts[0][1]
 
 
@@ -115,9 +116,9 @@ def reference_peak(
         if voice.models.front is None:  # a whole synthesizer
             pieces = voice.render(phonemes, features, passage.settings, quick_start=False)
         elif decoder is not None and index > 0:
-            pieces = [decoder.decode(*passage.front(index, phonemes, features))]
+            pieces = [decoder.decode(*passage.front(index))]
         else:
-            pieces = voice.decode(*passage.front(index, phonemes, features), quick_start=False)
+            pieces = voice.decode(*passage.front(index), quick_start=False)
         for piece in pieces:
             check()
             if len(piece):

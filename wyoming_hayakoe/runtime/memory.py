@@ -34,7 +34,7 @@ class HoldsBuffers(Protocol):
 
 # Each holder with its owner (the model it belongs to, whose holders run together), and the owner that ran last.
 _HOLDERS: weakref.WeakKeyDictionary[HoldsBuffers, Hashable] = weakref.WeakKeyDictionary()
-_LATEST: list[Hashable] = []
+_latest: Hashable = None
 
 
 def _libc() -> ctypes.CDLL | None:
@@ -97,9 +97,10 @@ def keep_track(holder: HoldsBuffers, owner: Hashable) -> None:
 def running(owner: Hashable) -> None:
     """Before a run of `owner`'s: the buffers every other owner kept are released first, so that the
     process holds one owner's at most. Called by the one thread that runs the models."""
-    if _LATEST != [owner]:
+    global _latest
+    if owner != _latest:
         _release(but=owner)
-        _LATEST[:] = [owner]
+        _latest = owner
 
 
 def give_back_memory() -> None:
@@ -108,7 +109,7 @@ def give_back_memory() -> None:
 
     Called between model runs (the one worker thread runs them all), never during one.
     """
-    _release(but=_LATEST[0] if _LATEST else None)
+    _release(but=_latest)
     if _MALLOC_TRIM is not None:
         _MALLOC_TRIM(0)
 
